@@ -1,0 +1,146 @@
+/* nbdrepl: the replication wire format.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * Every message between two nodes is a fixed 32-byte big-endian header,
+ * optionally followed by a payload of exactly `length` bytes:
+ *
+ *   offset size field
+ *        0    4 magic     REPL_MAGIC
+ *        4    2 type      enum repl_msg_type
+ *        6    2 flags     REPL_FLAG_* (only those valid for the type)
+ *        8    4 length    payload bytes that follow, <= REPL_MAX_PAYLOAD
+ *       12    4 count     bytes of the volume affected (WRITE, TRIM, ZERO,
+ *                         RESYNC_DATA); 0 for every other type
+ *       16    8 seq       sender's sequence number (ACK: the acknowledged one)
+ *       24    8 offset    byte offset in the volume (RESYNC_START: bytes to
+ *                         resync); 0 where unused
+ *
+ * Host-order structs are converted at the edge only, by the functions
+ * below; decoders check every field and never trust the peer.
+ */
+#ifndef NBDREPL_WIRE_H
+#define NBDREPL_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define REPL_MAGIC          UINT32_C (0x4e425250)   /* "NBRP" */
+#define REPL_PROTO_VERSION  1
+#define REPL_HDR_SIZE       32
+#define REPL_MAX_PAYLOAD    (4u << 20)              /* 4 MiB */
+#define REPL_RESOURCE_MAX   64                      /* bytes incl. NUL */
+
+/* Message types.  The table in wire.c says, for each, which flags are
+ * allowed and whether it carries a payload. */
+enum repl_msg_type {
+  REPL_MSG_HELLO = 1,         /* payload: struct repl_hello; first message
+                                 each way on a new connection */
+  REPL_MSG_PING = 2,          /* keepalive; answered by PONG */
+  REPL_MSG_PONG = 3,
+  REPL_MSG_WRITE = 4,         /* primary→secondary: payload = count bytes of
+                                 data at offset; flag FUA */
+  REPL_MSG_TRIM = 5,          /* no payload; count bytes at offset; flag FUA */
+  REPL_MSG_ZERO = 6,          /* no payload; flags FUA, MAY_TRIM */
+  REPL_MSG_FLUSH = 7,         /* make every earlier message durable */
+  REPL_MSG_RESYNC_START = 8,  /* offset = bytes the sync source will send */
+  REPL_MSG_RESYNC_DATA = 9,   /* like WRITE; offset aligned to the bitmap
+                                 granularity */
+  REPL_MSG_RESYNC_DONE = 10,  /* the sync target is now UpToDate */
+  REPL_MSG_ACK = 11,          /* secondary→primary: every message with a
+                                 sequence number <= seq is done */
+  REPL_MSG_NACK = 12,         /* message seq failed on the secondary's disk */
+};
+#define REPL_MSG_TYPE_MAX 12
+
+#define REPL_FLAG_FUA       0x0001
+#define REPL_FLAG_MAY_TRIM  0x0002
+
+struct repl_hdr {
+  uint32_t magic;
+  uint16_t type;
+  uint16_t flags;
+  uint32_t length;
+  uint32_t count;
+  uint64_t seq;
+  uint64_t offset;
+};
+
+/* Roles and disk states, as carried in HELLO. */
+enum repl_role {
+  REPL_ROLE_SECONDARY = 0,
+  REPL_ROLE_PRIMARY = 1,
+};
+#define REPL_ROLE_MAX 1
+
+enum repl_disk_state {
+  REPL_DISK_INCONSISTENT = 0,
+  REPL_DISK_OUTDATED = 1,
+  REPL_DISK_UPTODATE = 2,
+};
+#define REPL_DISK_STATE_MAX 2
+
+/* HELLO payload, REPL_HELLO_SIZE bytes, big-endian:
+ *
+ *   0  4 version     REPL_PROTO_VERSION
+ *   4  4 features    reserved, 0
+ *   8  4 node_id     the sender's id
+ *  12  4 peer_id     the id the sender believes it is talking to
+ *  16  4 role        enum repl_role
+ *  20  4 disk_state  enum repl_disk_state
+ *  24  8 size        the sender's volume size in bytes
+ *  32 64 resource    NUL-terminated, NUL-padded resource name
+ */
+#define REPL_HELLO_SIZE 96
+
+struct repl_hello {
+  uint32_t version;
+  uint32_t features;
+  uint32_t node_id;
+  uint32_t peer_id;
+  uint32_t role;
+  uint32_t disk_state;
+  uint64_t size;
+  char resource[REPL_RESOURCE_MAX];
+};
+
+/* Name of a message type for log lines ("WRITE"), or "unknown". */
+extern const char *wire_type_name (unsigned type);
+
+/* Fill a header: magic is set, the rest from the arguments. */
+extern void wire_hdr_init (struct repl_hdr *h, enum repl_msg_type type,
+                           uint16_t flags, uint32_t length, uint32_t count,
+                           uint64_t seq, uint64_t offset);
+
+extern void wire_encode_hdr (const struct repl_hdr *h,
+                             uint8_t out[REPL_HDR_SIZE]);
+
+/* Decode and check a header on its own: magic, known type, flags allowed
+ * for the type, length <= REPL_MAX_PAYLOAD and consistent with the type
+ * (WRITE and RESYNC_DATA: length == count > 0; HELLO: REPL_HELLO_SIZE;
+ * TRIM and ZERO: length 0, count > 0; all others: length 0, count 0).
+ * Returns 0, or -1 with errno = EPROTO and a message in err naming the
+ * field and the value. */
+extern int wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE],
+                            struct repl_hdr *h, char *err, size_t errlen);
+
+/* Check the volume range of a decoded WRITE, TRIM, ZERO or RESYNC_DATA
+ * against a volume of dev_size bytes: offset + count must not overflow
+ * and must be <= dev_size.  RESYNC_DATA must also start on a multiple of
+ * granularity and end on one or at the end of the volume.  Other types
+ * always pass.  Returns 0, or -1 with errno = EPROTO and a message. */
+extern int wire_check_range (const struct repl_hdr *h, uint64_t dev_size,
+                             uint32_t granularity, char *err, size_t errlen);
+
+extern void wire_encode_hello (const struct repl_hello *hello,
+                               uint8_t out[REPL_HELLO_SIZE]);
+
+/* Decode and check a HELLO payload: len == REPL_HELLO_SIZE, version ==
+ * REPL_PROTO_VERSION, role and disk_state in range, resource NUL-
+ * terminated within its field and non-empty.  Node ids and size are
+ * checked by the caller, who knows the configuration.  Returns 0, or -1
+ * with errno = EPROTO and a message. */
+extern int wire_decode_hello (const uint8_t *in, size_t len,
+                              struct repl_hello *hello,
+                              char *err, size_t errlen);
+
+#endif /* NBDREPL_WIRE_H */
