@@ -1,0 +1,1006 @@
+/* nbdrepl: load and check the resource configuration file (libyaml).
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * The file is read whole into memory and parsed twice by libyaml: once
+ * as a stream of events, which is where syntax errors, anchors, aliases
+ * and extra documents are caught with their exact line, and once with
+ * the document API, whose tree is then walked by hand.  libyaml accepts
+ * duplicate keys and any scalar anywhere, so every key and every value
+ * is checked here before anything is copied into struct repl_config.
+ *
+ * Every error is one line, "FILE:LINE: WHERE: KEY: PROBLEM 'VALUE'",
+ * where WHERE is empty, "net: " or "nodes[N] (NAME): ".
+ */
+#include <config.h>
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <yaml.h>
+
+#include "cleanup.h"
+#include "repl-config.h"
+
+/* A real configuration file is well under a kilobyte; the cap only stops
+ * a wrong path (a disk image, say) from being read into memory. */
+#define CONFIG_MAX_BYTES  (1024 * 1024)
+
+#define NAME_CHARS \
+  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+#define HOST_CHARS NAME_CHARS
+#define HOST_MAX          253
+#define CONTROL_PATH_MAX  (sizeof ((struct sockaddr_un *) 0)->sun_path - 1)
+
+/* State of one config_load call. */
+struct loader {
+  const char *ld_path;          /* the file as given: prefix of messages */
+  char *ld_dir;                 /* absolute directory holding the file */
+  yaml_document_t ld_doc;
+  bool ld_have_doc;
+  char *ld_addr_key[REPL_MAX_NODES]; /* normalised host:port per node */
+  char *ld_err;
+  size_t ld_errlen;
+  int ld_errno;                 /* errno for the caller on failure */
+};
+
+/* Write "FILE:LINE: message" ("FILE: message" when line is 0) into the
+ * caller's buffer.  Values come from the file, so anything that would
+ * break the single line (a newline in a quoted scalar) becomes '?'.
+ * errno is kept so that the format may use %m. */
+static void __attribute__ ((format (printf, 3, 4)))
+load_error (struct loader *ld, int line, const char *fmt, ...)
+{
+  int saved_errno = errno;
+  va_list ap;
+  int n;
+  size_t i;
+
+  ld->ld_errno = EINVAL;
+  if (ld->ld_err == NULL || ld->ld_errlen == 0)
+    return;
+  if (line > 0)
+    n = snprintf (ld->ld_err, ld->ld_errlen, "%s:%d: ", ld->ld_path, line);
+  else
+    n = snprintf (ld->ld_err, ld->ld_errlen, "%s: ", ld->ld_path);
+  if (n >= 0 && (size_t) n < ld->ld_errlen) {
+    errno = saved_errno;
+    va_start (ap, fmt);
+    vsnprintf (ld->ld_err + n, ld->ld_errlen - n, fmt, ap);
+    va_end (ap);
+  }
+  for (i = 0; ld->ld_err[i] != '\0'; i++)
+    if ((unsigned char) ld->ld_err[i] < 0x20 || ld->ld_err[i] == 0x7f)
+      ld->ld_err[i] = '?';
+  errno = saved_errno;
+}
+
+static void
+load_oom (struct loader *ld)
+{
+  load_error (ld, 0, "out of memory");
+  ld->ld_errno = ENOMEM;
+}
+
+static int
+node_line (const yaml_node_t *node)
+{
+  return (int) node->start_mark.line + 1;
+}
+
+static const char *
+node_kind (const yaml_node_t *node)
+{
+  switch (node->type) {
+  case YAML_SCALAR_NODE: return "a scalar";
+  case YAML_SEQUENCE_NODE: return "a sequence";
+  case YAML_MAPPING_NODE: return "a mapping";
+  default: return "nothing";
+  }
+}
+
+static const char *
+scalar (const yaml_node_t *node)
+{
+  return (const char *) node->data.scalar.value;
+}
+
+/* An empty, ~ or null plain scalar: YAML's spellings of "no value". */
+static bool
+is_null (const yaml_node_t *node)
+{
+  const char *s;
+
+  if (node->type != YAML_SCALAR_NODE ||
+      node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+    return false;
+  s = scalar (node);
+  return strcmp (s, "") == 0 || strcmp (s, "~") == 0 ||
+    strcmp (s, "null") == 0 || strcmp (s, "Null") == 0 || strcmp (s, "NULL") == 0;
+}
+
+/*----------------------------------------------------------------------
+ * Reading and parsing.
+ */
+
+/* Read the whole file, so that a read error is reported with its errno
+ * (libyaml only says "input error") and the buffer can be parsed twice. */
+static int
+read_file (struct loader *ld, unsigned char **bufp, size_t *lenp)
+{
+  CLEANUP_CLOSE int fd = open (ld->ld_path, O_RDONLY | O_CLOEXEC);
+  unsigned char *buf = NULL, *p;
+  size_t len = 0, size = 0;
+  ssize_t r;
+
+  if (fd == -1) {
+    load_error (ld, 0, "cannot open: %m");
+    ld->ld_errno = errno;
+    return -1;
+  }
+  for (;;) {
+    if (len == size) {
+      size = size ? size * 2 : 4096;
+      p = realloc (buf, size);
+      if (p == NULL) {
+        free (buf);
+        load_oom (ld);
+        return -1;
+      }
+      buf = p;
+    }
+    r = read (fd, buf + len, size - len);
+    if (r == -1 && errno == EINTR)
+      continue;
+    if (r == -1) {
+      load_error (ld, 0, "cannot read: %m");
+      ld->ld_errno = errno;
+      free (buf);
+      return -1;
+    }
+    if (r == 0)
+      break;
+    len += r;
+    if (len > CONFIG_MAX_BYTES) {
+      load_error (ld, 0, "larger than %d bytes, not a configuration file",
+                  CONFIG_MAX_BYTES);
+      ld->ld_errno = EFBIG;
+      free (buf);
+      return -1;
+    }
+  }
+  *bufp = buf;
+  *lenp = len;
+  return 0;
+}
+
+/* libyaml's complaint, with the line it happened on.  Reader errors
+ * (bad UTF-8, control characters) carry a byte offset instead of a mark. */
+static void
+parser_error (struct loader *ld, const yaml_parser_t *parser,
+              const unsigned char *buf, size_t len)
+{
+  const char *problem = parser->problem ? parser->problem : "unknown error";
+  size_t i;
+  int line = 1;
+
+  switch (parser->error) {
+  case YAML_MEMORY_ERROR:
+    load_oom (ld);
+    break;
+  case YAML_READER_ERROR:
+    for (i = 0; i < parser->problem_offset && i < len; i++)
+      line += buf[i] == '\n';
+    if (parser->problem_value != -1)
+      load_error (ld, line, "not valid YAML text: %s (byte 0x%02x)",
+                  problem, (unsigned) parser->problem_value & 0xff);
+    else
+      load_error (ld, line, "not valid YAML text: %s", problem);
+    break;
+  default:
+    if (parser->context)
+      load_error (ld, (int) parser->problem_mark.line + 1,
+                  "YAML syntax error: %s %s (line %d)", problem,
+                  parser->context, (int) parser->context_mark.line + 1);
+    else
+      load_error (ld, (int) parser->problem_mark.line + 1,
+                  "YAML syntax error: %s", problem);
+  }
+}
+
+/* First pass, over events.  The document API resolves an alias to the
+ * very node its anchor names, so one node could hang under two keys and
+ * the line of the alias would be lost; a configuration file has no use
+ * for either, so both are refused here where the line is still known.
+ * A second document would be silently ignored by the loader: refused. */
+static int
+scan_events (struct loader *ld, const unsigned char *buf, size_t len)
+{
+  yaml_parser_t parser;
+  yaml_event_t event;
+  const yaml_char_t *anchor;
+  int ndocs = 0, r = 1;
+
+  if (!yaml_parser_initialize (&parser)) {
+    load_oom (ld);
+    return -1;
+  }
+  yaml_parser_set_input_string (&parser, buf, len);
+  while (r == 1) {
+    if (!yaml_parser_parse (&parser, &event)) {
+      parser_error (ld, &parser, buf, len);
+      r = -1;
+      break;
+    }
+    anchor = NULL;
+    switch (event.type) {
+    case YAML_ALIAS_EVENT: anchor = event.data.alias.anchor; break;
+    case YAML_SCALAR_EVENT: anchor = event.data.scalar.anchor; break;
+    case YAML_SEQUENCE_START_EVENT: anchor = event.data.sequence_start.anchor; break;
+    case YAML_MAPPING_START_EVENT: anchor = event.data.mapping_start.anchor; break;
+    case YAML_DOCUMENT_START_EVENT:
+      if (++ndocs > 1) {
+        load_error (ld, (int) event.start_mark.line + 1,
+                    "a second YAML document; one file holds one resource");
+        r = -1;
+      }
+      break;
+    case YAML_STREAM_END_EVENT: r = 0; break;
+    default: break;
+    }
+    if (anchor) {
+      load_error (ld, (int) event.start_mark.line + 1,
+                  "anchors and aliases are not supported: %c%s",
+                  event.type == YAML_ALIAS_EVENT ? '*' : '&',
+                  (const char *) anchor);
+      r = -1;
+    }
+    yaml_event_delete (&event);
+  }
+  yaml_parser_delete (&parser);
+  return r;
+}
+
+/* Second pass: the tree of the (only) document. */
+static int
+load_document (struct loader *ld, const unsigned char *buf, size_t len)
+{
+  yaml_parser_t parser;
+
+  if (!yaml_parser_initialize (&parser)) {
+    load_oom (ld);
+    return -1;
+  }
+  yaml_parser_set_input_string (&parser, buf, len);
+  if (!yaml_parser_load (&parser, &ld->ld_doc)) {
+    parser_error (ld, &parser, buf, len);
+    yaml_parser_delete (&parser);
+    return -1;
+  }
+  ld->ld_have_doc = true;
+  yaml_parser_delete (&parser);
+  return 0;
+}
+
+/* The absolute directory of the configuration file, which relative disk
+ * and control paths are taken against whatever the cwd later becomes. */
+static int
+find_config_dir (struct loader *ld)
+{
+  const char *slash = strrchr (ld->ld_path, '/');
+  CLEANUP_FREE char *dir = NULL;
+
+  if (slash == NULL)
+    dir = strdup (".");
+  else
+    dir = strndup (ld->ld_path, slash == ld->ld_path ? 1 : slash - ld->ld_path);
+  if (dir == NULL) {
+    load_oom (ld);
+    return -1;
+  }
+  ld->ld_dir = realpath (dir, NULL);
+  if (ld->ld_dir == NULL) {
+    load_error (ld, 0, "cannot resolve directory %s: %m", dir);
+    ld->ld_errno = errno;
+    return -1;
+  }
+  return 0;
+}
+
+/*----------------------------------------------------------------------
+ * Values.
+ */
+
+/* Check the keys of one mapping against the names the caller knows:
+ * each must be a scalar, known, and given once.  vals[i] gets the value
+ * node of names[i] (or NULL), keys[i] its key node, for messages. */
+static int
+collect_keys (struct loader *ld, const yaml_node_t *map, const char *where,
+              const char *const *names, size_t nnames,
+              yaml_node_t **keys, yaml_node_t **vals)
+{
+  const yaml_node_pair_t *pair;
+  yaml_node_t *key;
+  size_t i;
+
+  for (i = 0; i < nnames; i++)
+    keys[i] = vals[i] = NULL;
+  for (pair = map->data.mapping.pairs.start;
+       pair < map->data.mapping.pairs.top; pair++) {
+    key = yaml_document_get_node (&ld->ld_doc, pair->key);
+    if (key->type != YAML_SCALAR_NODE) {
+      load_error (ld, node_line (key), "%skey is %s, expected a name",
+                  where, node_kind (key));
+      return -1;
+    }
+    for (i = 0; i < nnames && strcmp (scalar (key), names[i]) != 0; i++)
+      ;
+    if (i == nnames) {
+      load_error (ld, node_line (key), "%sunknown key '%s'",
+                  where, scalar (key));
+      return -1;
+    }
+    if (keys[i]) {
+      load_error (ld, node_line (key), "%sduplicate key '%s' (first at line %d)",
+                  where, names[i], node_line (keys[i]));
+      return -1;
+    }
+    keys[i] = key;
+    vals[i] = yaml_document_get_node (&ld->ld_doc, pair->value);
+  }
+  return 0;
+}
+
+/* The text of a scalar value, which must be there, be non-empty and hold
+ * no NUL (a double-quoted "\0" would silently cut a path short). */
+static int
+get_text (struct loader *ld, const char *where, const yaml_node_t *key,
+          const yaml_node_t *val, const char **text)
+{
+  if (is_null (val)) {
+    load_error (ld, node_line (key), "%s%s: no value", where, scalar (key));
+    return -1;
+  }
+  if (val->type != YAML_SCALAR_NODE) {
+    load_error (ld, node_line (val), "%s%s: expected a scalar, got %s",
+                where, scalar (key), node_kind (val));
+    return -1;
+  }
+  if (val->data.scalar.length == 0) {
+    load_error (ld, node_line (val), "%s%s: empty value", where, scalar (key));
+    return -1;
+  }
+  if (strlen (scalar (val)) != val->data.scalar.length) {
+    load_error (ld, node_line (val), "%s%s: '%s' contains a NUL byte",
+                where, scalar (key), scalar (val));
+    return -1;
+  }
+  *text = scalar (val);
+  return 0;
+}
+
+/* Numbers must be plain scalars: YAML says "5" in quotes is a string. */
+static int
+get_number_text (struct loader *ld, const char *where, const yaml_node_t *key,
+                 const yaml_node_t *val, const char **text)
+{
+  if (get_text (ld, where, key, val, text) == -1)
+    return -1;
+  if (val->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
+    load_error (ld, node_line (val), "%s%s: expected a number, got quoted '%s'",
+                where, scalar (key), *text);
+    return -1;
+  }
+  return 0;
+}
+
+static bool
+is_digit (char c)
+{
+  return c >= '0' && c <= '9';
+}
+
+/* Plain decimal digits only: no sign, no "0x", no leading zero (which
+ * YAML 1.1 would read as octal).  Saturates, so that a huge number is
+ * reported as out of range rather than wrapped into range. */
+static bool
+parse_decimal (const char *s, unsigned long *out)
+{
+  unsigned long v = 0;
+  const char *p;
+
+  if (!is_digit (s[0]) || (s[0] == '0' && s[1] != '\0'))
+    return false;
+  for (p = s; is_digit (*p); p++)
+    v = v > 100000000 ? 1000000000 : v * 10 + (*p - '0'); /* fits 32 bits */
+  *out = v;
+  return *p == '\0';
+}
+
+/* Seconds, "1" or "0.25", into milliseconds: at most 3 decimals, since
+ * the engine's timers count milliseconds.  Saturates like the above. */
+static bool
+parse_seconds_ms (const char *s, unsigned long *ms)
+{
+  unsigned long whole = 0, frac = 0, scale = 100;
+  const char *p = s;
+
+  if (!is_digit (*p))
+    return false;
+  for (; is_digit (*p); p++)
+    whole = whole >= 1000000 ? 1000000 : whole * 10 + (*p - '0');
+  if (*p == '.') {
+    p++;
+    if (!is_digit (*p))
+      return false;
+    for (; is_digit (*p); p++) {
+      if (scale == 0)
+        return false;
+      frac += (*p - '0') * scale;
+      scale /= 10;
+    }
+  }
+  *ms = whole * 1000 + frac;
+  return *p == '\0';
+}
+
+static bool
+name_ok (const char *s)
+{
+  size_t n = strlen (s);
+
+  return n >= 1 && n <= REPL_NAME_MAX && strspn (s, NAME_CHARS) == n;
+}
+
+static int
+get_name (struct loader *ld, const char *where, const yaml_node_t *key,
+          const yaml_node_t *val, char **out)
+{
+  const char *s;
+
+  if (get_text (ld, where, key, val, &s) == -1)
+    return -1;
+  if (!name_ok (s)) {
+    load_error (ld, node_line (val),
+                "%s%s: '%s' is not a valid name ([A-Za-z0-9_.-], 1..%d characters)",
+                where, scalar (key), s, REPL_NAME_MAX);
+    return -1;
+  }
+  *out = strdup (s);
+  if (*out == NULL) {
+    load_oom (ld);
+    return -1;
+  }
+  return 0;
+}
+
+/* A path made absolute against the configuration file's directory. */
+static int
+get_path (struct loader *ld, const char *where, const yaml_node_t *key,
+          const yaml_node_t *val, char **out)
+{
+  const char *s;
+
+  if (get_text (ld, where, key, val, &s) == -1)
+    return -1;
+  if (s[0] == '/')
+    *out = strdup (s);
+  else {
+    while (s[0] == '.' && s[1] == '/')
+      s += 2;
+    if (asprintf (out, "%s/%s", ld->ld_dir, s) == -1)
+      *out = NULL;
+  }
+  if (*out == NULL) {
+    load_oom (ld);
+    return -1;
+  }
+  return 0;
+}
+
+/* Split "host:port" or "[v6addr]:port" into nc_host and nc_port, and
+ * make *addr_key, the form two nodes are compared by: host name in
+ * lower case, IPv6 address in canonical text, so that "[::1]:7789" and
+ * "[0::1]:7789" are seen to be the same place.  Returns the reason the
+ * address is refused, or NULL. */
+static const char *
+split_address (const char *s, struct repl_node_cfg *nc, char **addr_key)
+{
+  const char *host, *port, *end, *zone;
+  size_t hostlen, i;
+  unsigned long portnum;
+  char canon[INET6_ADDRSTRLEN + 1], buf[INET6_ADDRSTRLEN + 1];
+  unsigned char bin[sizeof (struct in6_addr)];
+  CLEANUP_FREE char *lower = NULL;
+
+  if (s[0] == '[') {
+    host = s + 1;
+    end = strchr (host, ']');
+    if (end == NULL || end[1] != ':')
+      return "expected [v6addr]:port";
+    hostlen = end - host;
+    port = end + 2;
+    /* An optional zone, "fe80::1%eth0", for link-local addresses. */
+    zone = memchr (host, '%', hostlen);
+    i = zone ? (size_t) (zone - host) : hostlen;
+    if (i >= sizeof buf)
+      return "not an IPv6 address in the brackets";
+    memcpy (buf, host, i);
+    buf[i] = '\0';
+    if (inet_pton (AF_INET6, buf, bin) != 1 ||
+        inet_ntop (AF_INET6, bin, canon, sizeof canon) == NULL)
+      return "not an IPv6 address in the brackets";
+    if (zone && (hostlen - i < 2 ||
+                 strspn (zone + 1, HOST_CHARS) != hostlen - i - 1))
+      return "bad IPv6 zone after '%'";
+  }
+  else {
+    end = strchr (s, ':');
+    if (end == NULL)
+      return "no port, expected host:port";
+    if (strchr (end + 1, ':'))
+      return "an IPv6 address needs brackets, [v6addr]:port";
+    host = s;
+    hostlen = end - s;
+    port = end + 1;
+    zone = NULL;
+    if (hostlen == 0)
+      return "empty host, expected host:port";
+    if (hostlen > HOST_MAX || strspn (host, HOST_CHARS) < hostlen)
+      return "not a host name or IPv4 address";
+    /* All digits and dots is meant as IPv4: "10.0.0.256" is an error,
+     * not a host name for the resolver to puzzle over later. */
+    if (strspn (host, "0123456789.") == hostlen) {
+      if (hostlen >= sizeof buf)
+        return "not a valid IPv4 address";
+      memcpy (buf, host, hostlen);
+      buf[hostlen] = '\0';
+      if (inet_pton (AF_INET, buf, bin) != 1)
+        return "not a valid IPv4 address";
+    }
+  }
+  if (!parse_decimal (port, &portnum))
+    return "port is not a decimal number";
+  if (portnum < 1 || portnum > 65535)
+    return "port out of range 1..65535";
+
+  nc->nc_host = strndup (host, hostlen);
+  nc->nc_port = strdup (port);
+  lower = strndup (host, hostlen);
+  if (nc->nc_host == NULL || nc->nc_port == NULL || lower == NULL)
+    return "out of memory";
+  for (i = 0; i < hostlen; i++)
+    if (lower[i] >= 'A' && lower[i] <= 'Z')
+      lower[i] += 'a' - 'A';
+  if (s[0] == '[') {
+    if (asprintf (addr_key, "[%s%s]:%lu", canon, zone ? strchr (lower, '%') : "",
+                  portnum) == -1)
+      *addr_key = NULL;
+  }
+  else if (asprintf (addr_key, "%s:%lu", lower, portnum) == -1)
+    *addr_key = NULL;
+  if (*addr_key == NULL)
+    return "out of memory";
+  return NULL;
+}
+
+/*----------------------------------------------------------------------
+ * Sections.
+ */
+
+enum { NET_PING_INTERVAL, NET_PING_TIMEOUT, NET_TIMEOUT, NET_CONNECT_RETRY_MAX,
+       NET_NKEYS };
+
+static const char *const net_keys[NET_NKEYS] = {
+  [NET_PING_INTERVAL] = "ping-interval",
+  [NET_PING_TIMEOUT] = "ping-timeout",
+  [NET_TIMEOUT] = "timeout",
+  [NET_CONNECT_RETRY_MAX] = "connect-retry-max",
+};
+
+/* The range of each net value, in milliseconds (see repl-config.h). */
+static const struct {
+  unsigned min_ms, max_ms;
+} net_ranges[NET_NKEYS] = {
+  [NET_PING_INTERVAL] = { 100, 60000 },
+  [NET_PING_TIMEOUT] = { 200, 600000 },
+  [NET_TIMEOUT] = { 200, 600000 },
+  [NET_CONNECT_RETRY_MAX] = { 100, 60000 },
+};
+
+static int
+parse_net (struct loader *ld, const yaml_node_t *netkey, const yaml_node_t *map,
+           struct repl_config *cfg)
+{
+  yaml_node_t *keys[NET_NKEYS], *vals[NET_NKEYS];
+  unsigned *dest[NET_NKEYS] = {
+    [NET_PING_INTERVAL] = &cfg->cf_ping_interval_ms,
+    [NET_PING_TIMEOUT] = &cfg->cf_ping_timeout_ms,
+    [NET_TIMEOUT] = &cfg->cf_timeout_ms,
+    [NET_CONNECT_RETRY_MAX] = &cfg->cf_connect_retry_max_ms,
+  };
+  const char *s;
+  unsigned long ms;
+  size_t i;
+  int line;
+
+  if (is_null (map))            /* "net:" with every entry commented out */
+    return 0;
+  if (map->type != YAML_MAPPING_NODE) {
+    load_error (ld, node_line (map), "net: expected a mapping, got %s",
+                node_kind (map));
+    return -1;
+  }
+  if (collect_keys (ld, map, "net: ", net_keys, NET_NKEYS, keys, vals) == -1)
+    return -1;
+  for (i = 0; i < NET_NKEYS; i++) {
+    if (vals[i] == NULL)
+      continue;
+    if (get_number_text (ld, "net: ", keys[i], vals[i], &s) == -1)
+      return -1;
+    if (!parse_seconds_ms (s, &ms)) {
+      load_error (ld, node_line (vals[i]),
+                  "net: %s: '%s' is not a number of seconds (like 2 or 0.25, at most 3 decimals)",
+                  net_keys[i], s);
+      return -1;
+    }
+    if (ms < net_ranges[i].min_ms || ms > net_ranges[i].max_ms) {
+      load_error (ld, node_line (vals[i]),
+                  "net: %s: %s out of range %g..%g seconds", net_keys[i], s,
+                  net_ranges[i].min_ms / 1000.0, net_ranges[i].max_ms / 1000.0);
+      return -1;
+    }
+    *dest[i] = ms;
+  }
+
+  /* Pings that come less often than the silence that declares the peer
+   * dead would kill every connection. */
+  if (cfg->cf_ping_timeout_ms <= cfg->cf_ping_interval_ms) {
+    line = node_line (keys[NET_PING_TIMEOUT] ? keys[NET_PING_TIMEOUT]
+                      : keys[NET_PING_INTERVAL] ? keys[NET_PING_INTERVAL] : netkey);
+    load_error (ld, line, "net: ping-timeout: %g must be greater than ping-interval %g",
+                cfg->cf_ping_timeout_ms / 1000.0, cfg->cf_ping_interval_ms / 1000.0);
+    return -1;
+  }
+  return 0;
+}
+
+enum { NODE_NAME, NODE_ID, NODE_ADDRESS, NODE_DISK, NODE_CONTROL, NODE_NKEYS };
+
+static const char *const node_keys[NODE_NKEYS] = {
+  [NODE_NAME] = "name",
+  [NODE_ID] = "id",
+  [NODE_ADDRESS] = "address",
+  [NODE_DISK] = "disk",
+  [NODE_CONTROL] = "control",
+};
+
+/* The node's name, if it has a usable one, so that every message about
+ * the node (even "unknown key") can say "nodes[1] (beta)". */
+static const char *
+peek_name (struct loader *ld, const yaml_node_t *map)
+{
+  const yaml_node_pair_t *pair;
+  const yaml_node_t *key, *val;
+
+  for (pair = map->data.mapping.pairs.start;
+       pair < map->data.mapping.pairs.top; pair++) {
+    key = yaml_document_get_node (&ld->ld_doc, pair->key);
+    val = yaml_document_get_node (&ld->ld_doc, pair->value);
+    if (key->type == YAML_SCALAR_NODE && strcmp (scalar (key), "name") == 0 &&
+        val->type == YAML_SCALAR_NODE && name_ok (scalar (val)))
+      return scalar (val);
+  }
+  return NULL;
+}
+
+static int
+parse_node (struct loader *ld, struct repl_config *cfg, size_t i,
+            const yaml_node_t *map)
+{
+  struct repl_node_cfg *nc = &cfg->cf_nodes[i];
+  yaml_node_t *keys[NODE_NKEYS], *vals[NODE_NKEYS];
+  char where[REPL_NAME_MAX + 32];
+  const char *name, *s, *why;
+  unsigned long id;
+  size_t j, k;
+
+  if (map->type != YAML_MAPPING_NODE) {
+    load_error (ld, node_line (map),
+                "nodes[%zu]: expected a mapping (name, id, address, disk), got %s",
+                i, node_kind (map));
+    return -1;
+  }
+  nc->nc_line = node_line (map);
+  name = peek_name (ld, map);
+  if (name)
+    snprintf (where, sizeof where, "nodes[%zu] (%s): ", i, name);
+  else
+    snprintf (where, sizeof where, "nodes[%zu]: ", i);
+
+  if (collect_keys (ld, map, where, node_keys, NODE_NKEYS, keys, vals) == -1)
+    return -1;
+  for (k = 0; k < NODE_CONTROL; k++) {
+    if (vals[k] == NULL) {
+      load_error (ld, nc->nc_line, "%smissing required key '%s'",
+                  where, node_keys[k]);
+      return -1;
+    }
+  }
+
+  if (get_name (ld, where, keys[NODE_NAME], vals[NODE_NAME], &nc->nc_name) == -1)
+    return -1;
+  for (j = 0; j < i; j++) {
+    if (strcmp (cfg->cf_nodes[j].nc_name, nc->nc_name) == 0) {
+      load_error (ld, node_line (vals[NODE_NAME]),
+                  "%sname: duplicate %s, also used by nodes[%zu]",
+                  where, nc->nc_name, j);
+      return -1;
+    }
+  }
+
+  if (get_number_text (ld, where, keys[NODE_ID], vals[NODE_ID], &s) == -1)
+    return -1;
+  if (!parse_decimal (s, &id)) {
+    load_error (ld, node_line (vals[NODE_ID]),
+                "%sid: '%s' is not a decimal integer", where, s);
+    return -1;
+  }
+  if (id > REPL_MAX_NODE_ID) {
+    load_error (ld, node_line (vals[NODE_ID]), "%sid: %s out of range 0..%d",
+                where, s, REPL_MAX_NODE_ID);
+    return -1;
+  }
+  nc->nc_id = id;
+  for (j = 0; j < i; j++) {
+    if (cfg->cf_nodes[j].nc_id == nc->nc_id) {
+      load_error (ld, node_line (vals[NODE_ID]),
+                  "%sid: duplicate %u, also used by %s",
+                  where, nc->nc_id, cfg->cf_nodes[j].nc_name);
+      return -1;
+    }
+  }
+
+  if (get_text (ld, where, keys[NODE_ADDRESS], vals[NODE_ADDRESS], &s) == -1)
+    return -1;
+  why = split_address (s, nc, &ld->ld_addr_key[i]);
+  if (why) {
+    load_error (ld, node_line (vals[NODE_ADDRESS]), "%saddress: '%s': %s",
+                where, s, why);
+    if (strcmp (why, "out of memory") == 0)
+      ld->ld_errno = ENOMEM;
+    return -1;
+  }
+  nc->nc_address = strdup (s);
+  if (nc->nc_address == NULL) {
+    load_oom (ld);
+    return -1;
+  }
+  for (j = 0; j < i; j++) {
+    if (strcmp (ld->ld_addr_key[j], ld->ld_addr_key[i]) == 0) {
+      load_error (ld, node_line (vals[NODE_ADDRESS]),
+                  "%saddress: duplicate %s, also used by %s",
+                  where, s, cfg->cf_nodes[j].nc_name);
+      return -1;
+    }
+  }
+
+  if (get_path (ld, where, keys[NODE_DISK], vals[NODE_DISK], &nc->nc_disk) == -1)
+    return -1;
+
+  if (vals[NODE_CONTROL]) {
+    if (get_path (ld, where, keys[NODE_CONTROL], vals[NODE_CONTROL],
+                  &nc->nc_control) == -1)
+      return -1;
+  }
+  else if (asprintf (&nc->nc_control, REPL_CONTROL_DIR "/%s-%s.sock",
+                     cfg->cf_resource, nc->nc_name) == -1) {
+    nc->nc_control = NULL;
+    load_oom (ld);
+    return -1;
+  }
+  /* Better now than as a bind() failure on one node at start-up. */
+  if (strlen (nc->nc_control) > CONTROL_PATH_MAX) {
+    load_error (ld, vals[NODE_CONTROL] ? node_line (vals[NODE_CONTROL]) : nc->nc_line,
+                "%scontrol: %s'%s' is longer than a unix socket path (%zu bytes)",
+                where, vals[NODE_CONTROL] ? "" : "default ", nc->nc_control,
+                CONTROL_PATH_MAX);
+    return -1;
+  }
+  return 0;
+}
+
+static int
+parse_nodes (struct loader *ld, const yaml_node_t *key, const yaml_node_t *seq,
+             struct repl_config *cfg)
+{
+  size_t i, n;
+
+  if (is_null (seq)) {
+    load_error (ld, node_line (key), "nodes: no value, expected a list of nodes");
+    return -1;
+  }
+  if (seq->type != YAML_SEQUENCE_NODE) {
+    load_error (ld, node_line (seq), "nodes: expected a sequence, got %s",
+                node_kind (seq));
+    return -1;
+  }
+  n = seq->data.sequence.items.top - seq->data.sequence.items.start;
+  if (n == 0) {
+    load_error (ld, node_line (seq), "nodes: empty, expected 1..%d nodes",
+                REPL_MAX_NODES);
+    return -1;
+  }
+  if (n > REPL_MAX_NODES) {
+    load_error (ld, node_line (yaml_document_get_node (&ld->ld_doc,
+                                 seq->data.sequence.items.start[REPL_MAX_NODES])),
+                "nodes: %zu entries, at most %d", n, REPL_MAX_NODES);
+    return -1;
+  }
+  for (i = 0; i < n; i++) {
+    if (parse_node (ld, cfg, i, yaml_document_get_node (&ld->ld_doc,
+                                  seq->data.sequence.items.start[i])) == -1)
+      return -1;
+    cfg->cf_nnodes = i + 1;
+  }
+  return 0;
+}
+
+enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_NET, TOP_NODES, TOP_NKEYS };
+
+static const char *const top_keys[TOP_NKEYS] = {
+  [TOP_RESOURCE] = "resource",
+  [TOP_PROTOCOL] = "protocol",
+  [TOP_NET] = "net",
+  [TOP_NODES] = "nodes",
+};
+
+static int
+parse_top (struct loader *ld, struct repl_config *cfg)
+{
+  yaml_node_t *root = yaml_document_get_root_node (&ld->ld_doc);
+  yaml_node_t *keys[TOP_NKEYS], *vals[TOP_NKEYS];
+  const char *s;
+
+  if (root == NULL) {
+    load_error (ld, 0, "empty, expected a mapping with resource and nodes");
+    return -1;
+  }
+  if (root->type != YAML_MAPPING_NODE) {
+    load_error (ld, node_line (root), "top level is %s, expected a mapping",
+                node_kind (root));
+    return -1;
+  }
+  if (collect_keys (ld, root, "", top_keys, TOP_NKEYS, keys, vals) == -1)
+    return -1;
+  if (vals[TOP_RESOURCE] == NULL || vals[TOP_NODES] == NULL) {
+    load_error (ld, node_line (root), "missing required key '%s'",
+                vals[TOP_RESOURCE] == NULL ? "resource" : "nodes");
+    return -1;
+  }
+
+  if (get_name (ld, "", keys[TOP_RESOURCE], vals[TOP_RESOURCE],
+                &cfg->cf_resource) == -1)
+    return -1;
+
+  if (vals[TOP_PROTOCOL]) {
+    if (get_text (ld, "", keys[TOP_PROTOCOL], vals[TOP_PROTOCOL], &s) == -1)
+      return -1;
+    if (strlen (s) != 1 || strchr ("ABCabc", s[0]) == NULL) {
+      load_error (ld, node_line (vals[TOP_PROTOCOL]),
+                  "protocol: '%s' is not A, B or C", s);
+      return -1;
+    }
+    cfg->cf_protocol = s[0] >= 'a' ? s[0] - ('a' - 'A') : s[0];
+  }
+
+  if (vals[TOP_NET] &&
+      parse_net (ld, keys[TOP_NET], vals[TOP_NET], cfg) == -1)
+    return -1;
+
+  return parse_nodes (ld, keys[TOP_NODES], vals[TOP_NODES], cfg);
+}
+
+/*----------------------------------------------------------------------
+ * Public functions.
+ */
+
+int
+config_load (const char *path, struct repl_config *cfg, char *err, size_t errlen)
+{
+  struct loader ld = {
+    .ld_path = path, .ld_err = err, .ld_errlen = errlen, .ld_errno = EINVAL,
+  };
+  CLEANUP_FREE unsigned char *buf = NULL;
+  size_t len, i;
+  int r = -1;
+
+  assert (path != NULL);
+  assert (cfg != NULL);
+  memset (cfg, 0, sizeof *cfg);
+  if (err && errlen > 0)
+    err[0] = '\0';
+  cfg->cf_protocol = 'C';
+  cfg->cf_ping_interval_ms = 1000;
+  cfg->cf_ping_timeout_ms = 5000;
+  cfg->cf_timeout_ms = 6000;
+  cfg->cf_connect_retry_max_ms = 2000;
+
+  if (read_file (&ld, &buf, &len) == -1 ||
+      scan_events (&ld, buf, len) == -1 ||
+      load_document (&ld, buf, len) == -1 ||
+      find_config_dir (&ld) == -1)
+    goto out;
+  cfg->cf_path = strdup (path);
+  if (cfg->cf_path == NULL) {
+    load_oom (&ld);
+    goto out;
+  }
+  r = parse_top (&ld, cfg);
+
+ out:
+  if (ld.ld_have_doc)
+    yaml_document_delete (&ld.ld_doc);
+  free (ld.ld_dir);
+  for (i = 0; i < REPL_MAX_NODES; i++)
+    free (ld.ld_addr_key[i]);
+  if (r == -1) {
+    config_free (cfg);
+    errno = ld.ld_errno;
+  }
+  return r;
+}
+
+/* Safe on a zeroed struct and when called twice: it zeroes what it frees. */
+void
+config_free (struct repl_config *cfg)
+{
+  size_t i;
+
+  if (cfg == NULL)
+    return;
+  free (cfg->cf_path);
+  free (cfg->cf_resource);
+  for (i = 0; i < REPL_MAX_NODES; i++) {
+    free (cfg->cf_nodes[i].nc_name);
+    free (cfg->cf_nodes[i].nc_address);
+    free (cfg->cf_nodes[i].nc_host);
+    free (cfg->cf_nodes[i].nc_port);
+    free (cfg->cf_nodes[i].nc_disk);
+    free (cfg->cf_nodes[i].nc_control);
+  }
+  memset (cfg, 0, sizeof *cfg);
+}
+
+const struct repl_node_cfg *
+config_find_node (const struct repl_config *cfg, const char *name)
+{
+  size_t i;
+
+  if (name == NULL)
+    return NULL;
+  for (i = 0; i < cfg->cf_nnodes; i++)
+    if (strcmp (cfg->cf_nodes[i].nc_name, name) == 0)
+      return &cfg->cf_nodes[i];
+  return NULL;
+}
+
+const struct repl_node_cfg *
+config_find_node_id (const struct repl_config *cfg, unsigned id)
+{
+  size_t i;
+
+  for (i = 0; i < cfg->cf_nnodes; i++)
+    if (cfg->cf_nodes[i].nc_id == id)
+      return &cfg->cf_nodes[i];
+  return NULL;
+}

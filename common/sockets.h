@@ -1,0 +1,35 @@
+/* nbdrepl: socket helpers.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * All functions return -1 with errno set on failure and log nothing:
+ * the caller knows which peer or path the socket was for and reports it.
+ */
+#ifndef NBDREPL_SOCKETS_H
+#define NBDREPL_SOCKETS_H
+
+#include <stddef.h>
+
+/* A bound, listening TCP socket for host:port (SO_REUSEADDR, CLOEXEC).
+ * On a getaddrinfo failure errno is EADDRNOTAVAIL. */
+extern int sock_listen_tcp (const char *host, const char *port);
+
+/* Connect to host:port, waiting at most timeout_ms.  The returned socket
+ * is blocking, CLOEXEC, with TCP_NODELAY and keepalive set. */
+extern int sock_connect_tcp (const char *host, const char *port,
+                             int timeout_ms);
+
+/* TCP_NODELAY, SO_KEEPALIVE and larger buffers on an accepted socket. */
+extern int sock_tune (int fd);
+
+/* A listening unix socket at path (an old socket file is replaced). */
+extern int sock_listen_unix (const char *path);
+extern int sock_connect_unix (const char *path);
+
+/* Read or write exactly len bytes, waiting at most timeout_ms for each
+ * chunk to arrive or leave (-1: forever).  A read that meets end of file
+ * fails with errno ECONNRESET; a timeout with ETIMEDOUT. */
+extern int sock_read_full (int fd, void *buf, size_t len, int timeout_ms);
+extern int sock_write_full (int fd, const void *buf, size_t len,
+                            int timeout_ms);
+
+#endif /* NBDREPL_SOCKETS_H */

@@ -1,0 +1,338 @@
+/* nbdrepl: the replication wire format.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * Encoding and checked decoding of the 32-byte message header and of the
+ * HELLO payload (layouts in wire.h).  Everything here is pure: no I/O,
+ * no logging; failures come back as -1, errno = EPROTO and one line in
+ * the caller's buffer, which the caller logs once.
+ */
+#include <config.h>
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire.h"
+
+/* What a message of each type may carry. */
+enum wire_payload {
+  WIRE_PAYLOAD_NONE,            /* length 0 */
+  WIRE_PAYLOAD_COUNT,           /* length == count: the data itself */
+  WIRE_PAYLOAD_HELLO,           /* length == REPL_HELLO_SIZE */
+};
+
+struct wire_type {
+  const char *wt_name;          /* NULL: no such type */
+  uint16_t wt_flags;            /* REPL_FLAG_* allowed */
+  enum wire_payload wt_payload;
+  bool wt_has_count;            /* count > 0 (else count == 0) */
+};
+
+static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
+  [REPL_MSG_HELLO] =        { "HELLO", 0, WIRE_PAYLOAD_HELLO, false },
+  [REPL_MSG_PING] =         { "PING", 0, WIRE_PAYLOAD_NONE, false },
+  [REPL_MSG_PONG] =         { "PONG", 0, WIRE_PAYLOAD_NONE, false },
+  [REPL_MSG_WRITE] =        { "WRITE", REPL_FLAG_FUA,
+                              WIRE_PAYLOAD_COUNT, true },
+  [REPL_MSG_TRIM] =         { "TRIM", REPL_FLAG_FUA,
+                              WIRE_PAYLOAD_NONE, true },
+  [REPL_MSG_ZERO] =         { "ZERO", REPL_FLAG_FUA | REPL_FLAG_MAY_TRIM,
+                              WIRE_PAYLOAD_NONE, true },
+  [REPL_MSG_FLUSH] =        { "FLUSH", 0, WIRE_PAYLOAD_NONE, false },
+  [REPL_MSG_RESYNC_START] = { "RESYNC_START", 0, WIRE_PAYLOAD_NONE, false },
+  [REPL_MSG_RESYNC_DATA] =  { "RESYNC_DATA", 0, WIRE_PAYLOAD_COUNT, true },
+  [REPL_MSG_RESYNC_DONE] =  { "RESYNC_DONE", 0, WIRE_PAYLOAD_NONE, false },
+  [REPL_MSG_ACK] =          { "ACK", 0, WIRE_PAYLOAD_NONE, false },
+  [REPL_MSG_NACK] =         { "NACK", 0, WIRE_PAYLOAD_NONE, false },
+};
+
+static const struct wire_type *
+wire_type_lookup (unsigned type)
+{
+  if (type == 0 || type > REPL_MSG_TYPE_MAX || wire_types[type].wt_name == NULL)
+    return NULL;
+  return &wire_types[type];
+}
+
+const char *
+wire_type_name (unsigned type)
+{
+  const struct wire_type *wt = wire_type_lookup (type);
+
+  return wt ? wt->wt_name : "unknown";
+}
+
+/* Fail with EPROTO, leaving a message in err if there is room for one. */
+static int __attribute__ ((format (printf, 3, 4)))
+wire_error (char *err, size_t errlen, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (err != NULL && errlen > 0) {
+    va_start (ap, fmt);
+    vsnprintf (err, errlen, fmt, ap);
+    va_end (ap);
+  }
+  errno = EPROTO;
+  return -1;
+}
+
+/* Big-endian at the edge: byte shifts, no alignment assumptions. */
+static inline void
+put_be16 (uint8_t *p, uint16_t v)
+{
+  p[0] = v >> 8;
+  p[1] = v;
+}
+
+static inline void
+put_be32 (uint8_t *p, uint32_t v)
+{
+  p[0] = v >> 24;
+  p[1] = v >> 16;
+  p[2] = v >> 8;
+  p[3] = v;
+}
+
+static inline void
+put_be64 (uint8_t *p, uint64_t v)
+{
+  put_be32 (p, v >> 32);
+  put_be32 (p + 4, v);
+}
+
+static inline uint16_t
+get_be16 (const uint8_t *p)
+{
+  return (uint16_t) (p[0] << 8 | p[1]);
+}
+
+static inline uint32_t
+get_be32 (const uint8_t *p)
+{
+  return (uint32_t) p[0] << 24 | (uint32_t) p[1] << 16 |
+         (uint32_t) p[2] << 8 | (uint32_t) p[3];
+}
+
+static inline uint64_t
+get_be64 (const uint8_t *p)
+{
+  return (uint64_t) get_be32 (p) << 32 | get_be32 (p + 4);
+}
+
+void
+wire_hdr_init (struct repl_hdr *h, enum repl_msg_type type,
+               uint16_t flags, uint32_t length, uint32_t count,
+               uint64_t seq, uint64_t offset)
+{
+  h->magic = REPL_MAGIC;
+  h->type = type;
+  h->flags = flags;
+  h->length = length;
+  h->count = count;
+  h->seq = seq;
+  h->offset = offset;
+}
+
+void
+wire_encode_hdr (const struct repl_hdr *h, uint8_t out[REPL_HDR_SIZE])
+{
+  put_be32 (out + 0, h->magic);
+  put_be16 (out + 4, h->type);
+  put_be16 (out + 6, h->flags);
+  put_be32 (out + 8, h->length);
+  put_be32 (out + 12, h->count);
+  put_be64 (out + 16, h->seq);
+  put_be64 (out + 24, h->offset);
+}
+
+/* The header is filled in even when a check fails, so that the caller
+ * can still name the sequence number in a NACK or a log line. */
+int
+wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE], struct repl_hdr *h,
+                 char *err, size_t errlen)
+{
+  const struct wire_type *wt;
+  const char *name;
+  uint16_t bad_flags;
+
+  h->magic = get_be32 (in + 0);
+  h->type = get_be16 (in + 4);
+  h->flags = get_be16 (in + 6);
+  h->length = get_be32 (in + 8);
+  h->count = get_be32 (in + 12);
+  h->seq = get_be64 (in + 16);
+  h->offset = get_be64 (in + 24);
+
+  if (h->magic != REPL_MAGIC)
+    return wire_error (err, errlen, "bad magic 0x%08" PRIx32, h->magic);
+
+  wt = wire_type_lookup (h->type);
+  if (wt == NULL)
+    return wire_error (err, errlen, "unknown type %" PRIu16, h->type);
+  name = wt->wt_name;
+
+  bad_flags = h->flags & ~wt->wt_flags;
+  if (bad_flags != 0)
+    return wire_error (err, errlen, "%s: flags 0x%" PRIx16 " not allowed",
+                       name, bad_flags);
+
+  if (h->length > REPL_MAX_PAYLOAD)
+    return wire_error (err, errlen, "%s: length %" PRIu32 " > maximum %u",
+                       name, h->length, REPL_MAX_PAYLOAD);
+
+  if (wt->wt_has_count && h->count == 0)
+    return wire_error (err, errlen, "%s: count 0", name);
+  if (!wt->wt_has_count && h->count != 0)
+    return wire_error (err, errlen, "%s: count %" PRIu32 " != 0",
+                       name, h->count);
+
+  switch (wt->wt_payload) {
+  case WIRE_PAYLOAD_NONE:
+    if (h->length != 0)
+      return wire_error (err, errlen, "%s: length %" PRIu32 " != 0",
+                         name, h->length);
+    break;
+  case WIRE_PAYLOAD_COUNT:
+    if (h->length != h->count)
+      return wire_error (err, errlen,
+                         "%s: length %" PRIu32 " != count %" PRIu32,
+                         name, h->length, h->count);
+    break;
+  case WIRE_PAYLOAD_HELLO:
+    if (h->length != REPL_HELLO_SIZE)
+      return wire_error (err, errlen, "%s: length %" PRIu32 " != %d",
+                         name, h->length, REPL_HELLO_SIZE);
+    break;
+  default:
+    abort ();
+  }
+
+  return 0;
+}
+
+int
+wire_check_range (const struct repl_hdr *h, uint64_t dev_size,
+                  uint32_t granularity, char *err, size_t errlen)
+{
+  const char *name = wire_type_name (h->type);
+  uint64_t end;
+
+  switch (h->type) {
+  case REPL_MSG_WRITE:
+  case REPL_MSG_TRIM:
+  case REPL_MSG_ZERO:
+  case REPL_MSG_RESYNC_DATA:
+    break;
+  default:
+    return 0;
+  }
+
+  /* count is 32 bits, offset 64: offset + count wraps iff offset is
+   * within count of UINT64_MAX. */
+  if (h->offset > UINT64_MAX - h->count)
+    return wire_error (err, errlen,
+                       "%s: offset %" PRIu64 " + count %" PRIu32
+                       " overflows", name, h->offset, h->count);
+  end = h->offset + h->count;
+  if (end > dev_size)
+    return wire_error (err, errlen,
+                       "%s: offset %" PRIu64 " + count %" PRIu32
+                       " beyond the end of the volume (%" PRIu64 " bytes)",
+                       name, h->offset, h->count, dev_size);
+
+  if (h->type == REPL_MSG_RESYNC_DATA) {
+    assert (granularity > 0 && (granularity & (granularity - 1)) == 0);
+    if ((h->offset & (granularity - 1)) != 0)
+      return wire_error (err, errlen,
+                         "%s: offset %" PRIu64 " not a multiple of the "
+                         "granularity %" PRIu32, name, h->offset, granularity);
+    if ((end & (granularity - 1)) != 0 && end != dev_size)
+      return wire_error (err, errlen,
+                         "%s: end %" PRIu64 " neither a multiple of the "
+                         "granularity %" PRIu32 " nor the end of the volume "
+                         "(%" PRIu64 " bytes)",
+                         name, end, granularity, dev_size);
+  }
+
+  return 0;
+}
+
+void
+wire_encode_hello (const struct repl_hello *hello,
+                   uint8_t out[REPL_HELLO_SIZE])
+{
+  size_t n = strnlen (hello->resource, REPL_RESOURCE_MAX);
+
+  /* Our own resource names come from a checked configuration. */
+  assert (n > 0 && n < REPL_RESOURCE_MAX);
+
+  put_be32 (out + 0, hello->version);
+  put_be32 (out + 4, hello->features);
+  put_be32 (out + 8, hello->node_id);
+  put_be32 (out + 12, hello->peer_id);
+  put_be32 (out + 16, hello->role);
+  put_be32 (out + 20, hello->disk_state);
+  put_be64 (out + 24, hello->size);
+  memset (out + 32, 0, REPL_RESOURCE_MAX);
+  memcpy (out + 32, hello->resource, n);
+}
+
+/* Strict on the resource field: the name, one NUL, then only NULs, so
+ * that two peers can never disagree about what the name was. */
+int
+wire_decode_hello (const uint8_t *in, size_t len, struct repl_hello *hello,
+                   char *err, size_t errlen)
+{
+  const uint8_t *res = in + 32;
+  const uint8_t *nul;
+  size_t i, n;
+
+  if (len != REPL_HELLO_SIZE)
+    return wire_error (err, errlen, "HELLO: payload length %zu != %d",
+                       len, REPL_HELLO_SIZE);
+
+  hello->version = get_be32 (in + 0);
+  hello->features = get_be32 (in + 4);
+  hello->node_id = get_be32 (in + 8);
+  hello->peer_id = get_be32 (in + 12);
+  hello->role = get_be32 (in + 16);
+  hello->disk_state = get_be32 (in + 20);
+  hello->size = get_be64 (in + 24);
+
+  if (hello->version != REPL_PROTO_VERSION)
+    return wire_error (err, errlen, "HELLO: version %" PRIu32
+                       " not supported (want %d)",
+                       hello->version, REPL_PROTO_VERSION);
+  if (hello->features != 0)
+    return wire_error (err, errlen, "HELLO: features 0x%" PRIx32
+                       " not supported", hello->features);
+  if (hello->role > REPL_ROLE_MAX)
+    return wire_error (err, errlen, "HELLO: role %" PRIu32 " out of range",
+                       hello->role);
+  if (hello->disk_state > REPL_DISK_STATE_MAX)
+    return wire_error (err, errlen, "HELLO: disk state %" PRIu32
+                       " out of range", hello->disk_state);
+
+  nul = memchr (res, 0, REPL_RESOURCE_MAX);
+  if (nul == NULL)
+    return wire_error (err, errlen,
+                       "HELLO: resource not NUL-terminated in %d bytes",
+                       REPL_RESOURCE_MAX);
+  n = nul - res;
+  if (n == 0)
+    return wire_error (err, errlen, "HELLO: resource empty");
+  for (i = n + 1; i < REPL_RESOURCE_MAX; ++i)
+    if (res[i] != 0)
+      return wire_error (err, errlen,
+                         "HELLO: resource byte %zu after the NUL is 0x%02x, "
+                         "not 0", i, res[i]);
+
+  memcpy (hello->resource, res, REPL_RESOURCE_MAX);
+  return 0;
+}

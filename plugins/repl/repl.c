@@ -1,0 +1,247 @@
+/* nbdrepl: the nbdkit repl plugin — glue between nbdkit and the engine.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ *   nbdkit repl config=r0.yaml node=alpha [role=primary]
+ *
+ * Everything that decides anything lives in server/; this file only
+ * maps nbdkit's parameters, lifecycle and callbacks onto it.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NBDKIT_API_VERSION 2
+#define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
+#include <nbdkit-plugin.h>
+
+#include "engine.h"
+#include "log.h"
+
+/* Largest request we advertise; larger ones are split anyway. */
+#define REPL_MAX_REQUEST (32u << 20)
+
+static char *repl_config_path;      /* config= (absolute) */
+static char *repl_node_name;        /* node= */
+static bool repl_primary;           /* role=primary */
+static struct repl_node *repl_node;
+
+/* ---- parameters ----------------------------------------------------- */
+
+static void
+repl_log_sink (enum log_level level, const char *msg)
+{
+  switch (level) {
+  case LOG_LEVEL_DEBUG:
+    nbdkit_debug ("%s", msg);
+    break;
+  case LOG_LEVEL_INFO:
+    /* nbdkit has no info level; say it plainly on stderr. */
+    fprintf (stderr, "nbdkit: repl: %s\n", msg);
+    break;
+  case LOG_LEVEL_ERROR:
+    nbdkit_error ("%s", msg);
+    break;
+  }
+}
+
+static void
+repl_load (void)
+{
+  log_set_sink (repl_log_sink);
+}
+
+static void
+repl_unload (void)
+{
+  free (repl_config_path);
+  free (repl_node_name);
+}
+
+static int
+repl_config (const char *key, const char *value)
+{
+  if (strcmp (key, "config") == 0) {
+    free (repl_config_path);
+    repl_config_path = nbdkit_absolute_path (value);
+    if (repl_config_path == NULL)
+      return -1;
+  }
+  else if (strcmp (key, "node") == 0) {
+    free (repl_node_name);
+    repl_node_name = strdup (value);
+    if (repl_node_name == NULL) {
+      nbdkit_error ("strdup: %m");
+      return -1;
+    }
+  }
+  else if (strcmp (key, "role") == 0) {
+    if (strcmp (value, "primary") == 0)
+      repl_primary = true;
+    else if (strcmp (value, "secondary") == 0)
+      repl_primary = false;
+    else {
+      nbdkit_error ("role=%s: expected primary or secondary", value);
+      return -1;
+    }
+  }
+  else {
+    nbdkit_error ("unknown parameter '%s' (expected config, node, role)",
+                  key);
+    return -1;
+  }
+  return 0;
+}
+
+static int
+repl_config_complete (void)
+{
+  if (repl_config_path == NULL || repl_node_name == NULL) {
+    nbdkit_error ("you must give config=FILE and node=NAME "
+                  "(see nbdkit-repl-plugin(1))");
+    return -1;
+  }
+  return 0;
+}
+
+#define repl_config_help \
+  "config=<FILE>     (required) The resource configuration (YAML).\n" \
+  "node=<NAME>       (required) Which node of the configuration this is.\n" \
+  "role=primary      Start as the primary (default: secondary)."
+
+/* ---- lifecycle ------------------------------------------------------ */
+
+static int
+repl_get_ready (void)
+{
+  repl_node = engine_create (repl_config_path, repl_node_name, repl_primary);
+  return repl_node ? 0 : -1;
+}
+
+static int
+repl_after_fork (void)
+{
+  return engine_start (repl_node);
+}
+
+static void
+repl_cleanup (void)
+{
+  engine_destroy (repl_node);
+  repl_node = NULL;
+}
+
+/* ---- callbacks ------------------------------------------------------ */
+
+static void *
+repl_open (int readonly)
+{
+  if (engine_check_client (repl_node) == -1)
+    return NULL;
+  return repl_node;
+}
+
+static int64_t
+repl_get_size (void *handle)
+{
+  return engine_size (handle);
+}
+
+static int
+repl_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
+                 uint32_t *maximum)
+{
+  *minimum = 1;
+  *preferred = 4096;
+  *maximum = REPL_MAX_REQUEST;
+  return 0;
+}
+
+static int
+repl_can_multi_conn (void *handle)
+{
+  /* One backing store behind every connection: a flush on any of them
+   * makes every completed write durable everywhere. */
+  return 1;
+}
+
+static int
+repl_can_fua (void *handle)
+{
+  return NBDKIT_FUA_NATIVE;
+}
+
+static int
+repl_can_true (void *handle)
+{
+  return 1;
+}
+
+static int
+repl_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
+            uint32_t flags)
+{
+  return engine_pread (handle, buf, count, offset);
+}
+
+static int
+repl_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
+             uint32_t flags)
+{
+  return engine_pwrite (handle, buf, count, offset,
+                        flags & NBDKIT_FLAG_FUA);
+}
+
+static int
+repl_flush (void *handle, uint32_t flags)
+{
+  return engine_flush (handle);
+}
+
+static int
+repl_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  return engine_trim (handle, count, offset, flags & NBDKIT_FLAG_FUA);
+}
+
+static int
+repl_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  return engine_zero (handle, count, offset, flags & NBDKIT_FLAG_MAY_TRIM,
+                      flags & NBDKIT_FLAG_FUA);
+}
+
+static struct nbdkit_plugin plugin = {
+  .name              = "repl",
+  .longname          = "nbdrepl replicated block device",
+  .version           = PACKAGE_VERSION,
+  .load              = repl_load,
+  .unload            = repl_unload,
+  .config            = repl_config,
+  .config_complete   = repl_config_complete,
+  .config_help       = repl_config_help,
+  .magic_config_key  = "config",
+  .get_ready         = repl_get_ready,
+  .after_fork        = repl_after_fork,
+  .cleanup           = repl_cleanup,
+  .open              = repl_open,
+  .get_size          = repl_get_size,
+  .block_size        = repl_block_size,
+  .can_write         = repl_can_true,
+  .can_flush         = repl_can_true,
+  .can_trim          = repl_can_true,
+  .can_zero          = repl_can_true,
+  .can_fua           = repl_can_fua,
+  .can_multi_conn    = repl_can_multi_conn,
+  .pread             = repl_pread,
+  .pwrite            = repl_pwrite,
+  .flush             = repl_flush,
+  .trim              = repl_trim,
+  .zero              = repl_zero,
+  .errno_is_preserved = 1,
+};
+
+NBDKIT_REGISTER_PLUGIN (plugin)

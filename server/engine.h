@@ -1,0 +1,48 @@
+/* nbdrepl: the replication engine's public interface.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * The engine knows nothing of nbdkit: plugins/repl/ is a thin adapter
+ * that calls these functions.  Functions that can fail return -1 with
+ * errno set, after logging the problem once (common/log.h).
+ */
+#ifndef NBDREPL_ENGINE_H
+#define NBDREPL_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct repl_node;
+
+/* Load the configuration, open the local disk, bind the replication and
+ * control sockets.  No threads are started.  `primary` is the role at
+ * start (the plugin's role=primary). */
+extern struct repl_node *engine_create (const char *config_path,
+                                        const char *node_name,
+                                        bool primary);
+
+/* Start the background threads (listener, peers, resync, keepalive,
+ * control socket).  Call after any fork. */
+extern int engine_start (struct repl_node *node);
+
+/* Stop every thread, close everything and free the node. */
+extern void engine_destroy (struct repl_node *node);
+
+extern uint64_t engine_size (const struct repl_node *node);
+extern bool engine_is_block_device (const struct repl_node *node);
+
+/* May an NBD client use this node?  Only the primary serves clients;
+ * a secondary answers -1 with errno EROFS after logging which node is
+ * primary. */
+extern int engine_check_client (struct repl_node *node);
+
+extern int engine_pread (struct repl_node *node, void *buf, uint32_t count,
+                         uint64_t offset);
+extern int engine_pwrite (struct repl_node *node, const void *buf,
+                          uint32_t count, uint64_t offset, bool fua);
+extern int engine_flush (struct repl_node *node);
+extern int engine_trim (struct repl_node *node, uint32_t count,
+                        uint64_t offset, bool fua);
+extern int engine_zero (struct repl_node *node, uint32_t count,
+                        uint64_t offset, bool may_trim, bool fua);
+
+#endif /* NBDREPL_ENGINE_H */

@@ -1,0 +1,268 @@
+/* nbdrepl: the replication engine's private header.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ */
+#ifndef NBDREPL_INTERNAL_H
+#define NBDREPL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <sys/uio.h>
+
+#include "bitmap.h"
+#include "repl-config.h"
+#include "wire.h"
+#include "engine.h"
+
+#define NODE_MAGIC 0x4e4f4445       /* "NODE" */
+#define PEER_MAGIC 0x50454552       /* "PEER" */
+
+/* Bytes of the volume per dirty-bitmap bit. */
+#define REPL_BITMAP_GRANULARITY 4096
+
+/* Messages a peer may have sent but not yet acknowledged.  A writer that
+ * finds the window full waits for acknowledgements. */
+#define PEER_WINDOW 4096
+
+/* Resync: requests in flight per peer, and the largest request. */
+#define RESYNC_SLOTS 8
+#define RESYNC_MAX_BYTES (256u << 10)
+
+/* ---- waiter.c ------------------------------------------------------- */
+
+/* Something a thread waits for: `pending` events, each completed once by
+ * another thread.  Lives on the waiting thread's stack. */
+struct waiter {
+  pthread_mutex_t w_lock;       /* guards w_pending */
+  pthread_cond_t w_cond;
+  unsigned w_pending;
+};
+
+extern void waiter_init (struct waiter *w, unsigned pending);
+extern void waiter_add (struct waiter *w, unsigned n);
+extern void waiter_complete (struct waiter *w);
+extern void waiter_wait (struct waiter *w);
+extern void waiter_destroy (struct waiter *w);
+
+/* Monotonic clock in nanoseconds. */
+extern uint64_t now_ns (void);
+
+/* ---- volume.c ------------------------------------------------------- */
+
+/* The local backing store: a regular file or a block device. */
+struct volume {
+  int vol_fd;
+  char *vol_path;
+  uint64_t vol_size;
+  bool vol_is_block;
+};
+
+extern int volume_open (struct volume *vol, const char *path);
+extern void volume_close (struct volume *vol);
+extern int volume_pread (struct volume *vol, void *buf, uint32_t count,
+                         uint64_t offset);
+extern int volume_pwrite (struct volume *vol, const void *buf,
+                          uint32_t count, uint64_t offset);
+extern int volume_flush (struct volume *vol);
+extern int volume_trim (struct volume *vol, uint32_t count, uint64_t offset);
+extern int volume_zero (struct volume *vol, uint32_t count, uint64_t offset,
+                        bool may_trim);
+
+/* ---- interval-lock.c ------------------------------------------------ */
+
+/* Serialises requests whose byte ranges overlap; others run in parallel.
+ * A held range lives on the holder's stack. */
+struct ilock_range {
+  uint64_t ir_start, ir_end;    /* [start, end) */
+  struct ilock_range *ir_next, *ir_prev;
+};
+
+struct interval_lock {
+  pthread_mutex_t il_lock;      /* guards il_held */
+  pthread_cond_t il_cond;       /* a range was released */
+  struct ilock_range *il_held;
+  unsigned il_waiters;          /* threads blocked in acquire */
+};
+
+extern void ilock_init (struct interval_lock *il);
+extern void ilock_destroy (struct interval_lock *il);
+extern void ilock_acquire (struct interval_lock *il, struct ilock_range *r,
+                           uint64_t offset, uint64_t len);
+extern void ilock_release (struct interval_lock *il, struct ilock_range *r);
+
+/* ---- peer.c, peer-send.c, peer-receive.c ---------------------------- */
+
+enum conn_state {
+  CONN_CONNECTING,              /* no connection; dialling or waiting */
+  CONN_CONNECTED,               /* handshake done, messages flow */
+  CONN_DISCONNECTING,           /* failed; being torn down */
+};
+
+/* A message waiting in a peer's send queue.  The memory belongs to the
+ * thread that queued it, which keeps it alive until om_done. */
+struct out_msg {
+  struct out_msg *om_next;
+  struct iovec om_iov[2];       /* header, optional payload */
+  int om_niov;
+  uint8_t om_hdr[REPL_HDR_SIZE];
+  struct waiter *om_on_send;    /* completed once sent or dropped
+                                   (protocol A writes) */
+  bool om_done;                 /* sent or dropped; no longer referenced */
+};
+
+/* A message sent to the peer and not yet acknowledged. */
+struct inflight {
+  uint64_t if_seq;
+  uint64_t if_offset;
+  uint64_t if_time_ns;          /* when queued, for the ack timeout */
+  uint32_t if_count;
+  uint16_t if_type;             /* enum repl_msg_type */
+  bool if_on_send;              /* the waiter was completed on send */
+  struct waiter *if_waiter;     /* completed on ack or failure, or NULL */
+};
+
+struct repl_node;
+
+struct peer {
+  uint32_t pr_magic;
+  struct repl_node *pr_node;
+  const struct repl_node_cfg *pr_cfg;
+  bool pr_dials;                /* we connect (our id is lower) */
+  pthread_t pr_thread;          /* connection and receive loop */
+  pthread_t pr_resync_thread;
+
+  pthread_mutex_t pr_lock;      /* guards everything below */
+  pthread_cond_t pr_cond;       /* state, queue, window or resync change */
+  enum conn_state pr_state;
+  uint64_t pr_gen;              /* bumped on every new connection */
+  int pr_fd;
+  int pr_incoming_fd;           /* handed over by the listener, or -1 */
+  struct repl_hello pr_incoming_hello;
+  bool pr_stopping;
+
+  /* Send queue (flat combining: whoever finds no sender sends for all). */
+  struct out_msg *pr_qhead, **pr_qtail;
+  bool pr_sending;
+  uint64_t pr_next_seq;
+
+  /* Sent, unacknowledged messages in sequence order. */
+  struct inflight *pr_ring;
+  uint64_t pr_ring_head;        /* index of the oldest, modulo PEER_WINDOW */
+  uint64_t pr_ring_count;
+
+  struct bitmap pr_bitmap;      /* chunks this peer may lack */
+
+  /* The peer's state as it told us (hello) or as we know it. */
+  enum repl_role pr_role;
+  enum repl_disk_state pr_disk;
+  bool pr_disk_known;
+
+  /* Resync towards the peer (we are sync source) or from it (target). */
+  bool pr_resync_wanted;        /* kick the resync thread */
+  bool pr_resyncing;
+  uint64_t pr_resync_total;
+  uint64_t pr_resync_done;
+
+  /* Unsequenced messages whose memory must outlive the sending thread's
+   * frame: the receiver's cumulative ACK and the ticker's PING. */
+  struct out_msg pr_ack_msg;
+  struct out_msg pr_ping_msg;
+  uint64_t pr_last_ping_ns;
+  uint64_t pr_expect_seq;       /* next sequence number the peer must send */
+
+  _Atomic uint64_t pr_last_recv_ns;
+  uint64_t pr_connected_ns;
+  char pr_last_error[256];
+
+  /* Counters for status. */
+  uint64_t pr_msgs_sent;
+  uint64_t pr_bytes_sent;
+};
+
+/* peer.c */
+extern struct peer *peer_create (struct repl_node *node,
+                                 const struct repl_node_cfg *cfg);
+extern int peer_start (struct peer *p);
+extern void peer_stop (struct peer *p);
+extern void peer_free (struct peer *p);
+extern void peer_fail (struct peer *p, uint64_t gen, const char *fmt, ...)
+  __attribute__ ((format (printf, 3, 4)));
+extern void peer_fail_locked (struct peer *p, uint64_t gen,
+                              const char *fmt, ...)
+  __attribute__ ((format (printf, 3, 4)));
+extern void peer_hand_over (struct peer *p, int fd,
+                            const struct repl_hello *hello);
+extern const char *conn_state_name (enum conn_state state);
+
+/* peer-send.c */
+extern void out_msg_init (struct out_msg *om, enum repl_msg_type type,
+                          uint16_t flags, uint32_t count, uint64_t seq,
+                          uint64_t offset, const void *payload,
+                          uint32_t length);
+extern void peer_queue_locked (struct peer *p, struct out_msg *om);
+extern void peer_wait_done_locked (struct peer *p, struct out_msg *om);
+extern int peer_submit (struct peer *p, enum repl_msg_type type,
+                        uint16_t flags, const void *payload, uint32_t count,
+                        uint64_t offset, struct waiter *w,
+                        struct out_msg *om);
+extern int peer_submit_locked (struct peer *p, enum repl_msg_type type,
+                               uint16_t flags, const void *payload,
+                               uint32_t count, uint64_t offset,
+                               struct waiter *w, bool on_send,
+                               struct out_msg *om);
+extern void peer_teardown_locked (struct peer *p);
+
+/* peer-receive.c */
+extern void peer_receive_loop (struct peer *p, uint64_t gen, int fd);
+
+/* resync.c */
+extern void *resync_thread (void *arg);
+
+/* ---- node.c, listener.c, ticker.c, control.c ------------------------ */
+
+struct repl_node {
+  uint32_t n_magic;
+  struct repl_config n_cfg;
+  const struct repl_node_cfg *n_self;
+  struct volume n_vol;
+  struct interval_lock n_ilock;
+  size_t n_npeers;
+  struct peer *n_peers[REPL_MAX_NODES];
+  int n_listen_fd;
+  int n_control_fd;
+  int n_stop_fd;                /* eventfd: readable once stopping */
+  bool n_started;
+  pthread_t n_listener, n_ticker, n_control;
+
+  pthread_mutex_t n_lock;       /* guards n_role, n_disk, n_primary */
+  pthread_cond_t n_cond;        /* signalled when stopping */
+  enum repl_role n_role;
+  enum repl_disk_state n_disk;
+  int n_primary_id;             /* the primary as far as we know, or -1 */
+  bool n_stopping;
+
+  atomic_uint_fast64_t n_requests_in_flight;
+  atomic_uint_fast64_t n_writes, n_write_bytes, n_reads, n_read_bytes;
+};
+
+/* node.c */
+extern const char *role_name (enum repl_role role);
+extern const char *disk_state_name (enum repl_disk_state disk);
+extern void node_set_disk (struct repl_node *node, enum repl_disk_state disk);
+extern enum repl_role node_role (struct repl_node *node);
+extern bool node_stopping (struct repl_node *node);
+extern struct peer *node_find_peer (struct repl_node *node, unsigned id);
+
+/* listener.c */
+extern void *listener_thread (void *arg);
+
+/* ticker.c */
+extern void *ticker_thread (void *arg);
+
+/* control.c */
+extern void *control_thread (void *arg);
+extern char *control_status (struct repl_node *node, bool json);
+
+#endif /* NBDREPL_INTERNAL_H */

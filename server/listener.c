@@ -1,0 +1,134 @@
+/* nbdrepl: the replication listener.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * Accepts connections from peers with a lower node id (they dial us),
+ * reads and checks their HELLO, and hands
+ * the socket to that peer's thread.  Anything else is refused with a
+ * log line naming the remote address and the problem.
+ */
+#include <config.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include "internal.h"
+#include "log.h"
+#include "sockets.h"
+
+/* A peer has this long to send its HELLO. */
+#define HELLO_TIMEOUT_MS 5000
+
+static void
+describe (const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+  char host[INET6_ADDRSTRLEN] = "?";
+  unsigned port = 0;
+
+  if (ss->ss_family == AF_INET) {
+    const struct sockaddr_in *sin = (const void *) ss;
+    inet_ntop (AF_INET, &sin->sin_addr, host, sizeof host);
+    port = ntohs (sin->sin_port);
+    snprintf (buf, len, "%s:%u", host, port);
+  }
+  else if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *sin6 = (const void *) ss;
+    inet_ntop (AF_INET6, &sin6->sin6_addr, host, sizeof host);
+    port = ntohs (sin6->sin6_port);
+    snprintf (buf, len, "[%s]:%u", host, port);
+  }
+  else
+    snprintf (buf, len, "unknown address");
+}
+
+static void
+handle (struct repl_node *node, int fd, const char *from)
+{
+  uint8_t hbuf[REPL_HDR_SIZE], pbuf[REPL_HELLO_SIZE];
+  struct repl_hello hello;
+  struct repl_hdr h;
+  struct peer *p;
+  char err[256];
+
+  if (sock_tune (fd) == -1 ||
+      sock_read_full (fd, hbuf, sizeof hbuf, HELLO_TIMEOUT_MS) == -1) {
+    log_error ("connection from %s: reading hello: %m", from);
+    goto refuse;
+  }
+  if (wire_decode_hdr (hbuf, &h, err, sizeof err) == -1) {
+    log_error ("connection from %s: bad hello: %s", from, err);
+    goto refuse;
+  }
+  if (h.type != REPL_MSG_HELLO) {
+    log_error ("connection from %s: expected HELLO, got %s", from,
+               wire_type_name (h.type));
+    goto refuse;
+  }
+  if (sock_read_full (fd, pbuf, sizeof pbuf, HELLO_TIMEOUT_MS) == -1) {
+    log_error ("connection from %s: reading hello: %m", from);
+    goto refuse;
+  }
+  if (wire_decode_hello (pbuf, sizeof pbuf, &hello, err, sizeof err) == -1) {
+    log_error ("connection from %s: bad hello: %s", from, err);
+    goto refuse;
+  }
+  p = node_find_peer (node, hello.node_id);
+  if (p == NULL) {
+    log_error ("connection from %s: node id %" PRIu32 " is not a peer of "
+               "node %s in resource %s", from, hello.node_id,
+               node->n_self->nc_name, node->n_cfg.cf_resource);
+    goto refuse;
+  }
+  if (p->pr_dials) {
+    log_error ("connection from %s: node %s (id %" PRIu32 ") dialled us, "
+               "but the node with the lower id dials; do both nodes use the "
+               "same configuration?", from, p->pr_cfg->nc_name,
+               hello.node_id);
+    goto refuse;
+  }
+  peer_hand_over (p, fd, &hello);
+  return;
+
+ refuse:
+  close (fd);
+}
+
+void *
+listener_thread (void *arg)
+{
+  struct repl_node *node = arg;
+
+  for (;;) {
+    struct pollfd pfd[2] = {
+      { .fd = node->n_listen_fd, .events = POLLIN },
+      { .fd = node->n_stop_fd, .events = POLLIN },
+    };
+    struct sockaddr_storage ss;
+    socklen_t sslen = sizeof ss;
+    char from[INET6_ADDRSTRLEN + 16];
+    int fd;
+
+    if (poll (pfd, 2, -1) == -1) {
+      if (errno == EINTR)
+        continue;
+      log_error ("listener: poll: %m");
+      break;
+    }
+    if (pfd[1].revents)
+      break;
+    fd = accept4 (node->n_listen_fd, (struct sockaddr *) &ss, &sslen,
+                  SOCK_CLOEXEC);
+    if (fd == -1) {
+      if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
+        log_error ("listener: accept: %m");
+      continue;
+    }
+    describe (&ss, from, sizeof from);
+    handle (node, fd, from);
+  }
+  return NULL;
+}

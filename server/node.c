@@ -1,0 +1,332 @@
+/* nbdrepl: the node — this machine's replica of the resource.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * engine_create does everything that can fail because of the
+ * configuration or the environment (parse, open the disk, bind the
+ * sockets) so that nbdkit reports it before serving; engine_start only
+ * starts threads.
+ */
+#include <config.h>
+
+#include <assert.h>
+#include <errno.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+
+#include "cleanup.h"
+#include "internal.h"
+#include "log.h"
+#include "sockets.h"
+
+const char *
+role_name (enum repl_role role)
+{
+  switch (role) {
+  case REPL_ROLE_SECONDARY: return "Secondary";
+  case REPL_ROLE_PRIMARY: return "Primary";
+  }
+  abort ();
+}
+
+const char *
+disk_state_name (enum repl_disk_state disk)
+{
+  switch (disk) {
+  case REPL_DISK_INCONSISTENT: return "Inconsistent";
+  case REPL_DISK_OUTDATED: return "Outdated";
+  case REPL_DISK_UPTODATE: return "UpToDate";
+  }
+  abort ();
+}
+
+void
+node_set_disk (struct repl_node *node, enum repl_disk_state disk)
+{
+  pthread_mutex_lock (&node->n_lock);
+  node->n_disk = disk;
+  pthread_mutex_unlock (&node->n_lock);
+}
+
+enum repl_role
+node_role (struct repl_node *node)
+{
+  enum repl_role role;
+
+  pthread_mutex_lock (&node->n_lock);
+  role = node->n_role;
+  pthread_mutex_unlock (&node->n_lock);
+  return role;
+}
+
+bool
+node_stopping (struct repl_node *node)
+{
+  bool r;
+
+  pthread_mutex_lock (&node->n_lock);
+  r = node->n_stopping;
+  pthread_mutex_unlock (&node->n_lock);
+  return r;
+}
+
+struct peer *
+node_find_peer (struct repl_node *node, unsigned id)
+{
+  size_t i;
+
+  for (i = 0; i < node->n_npeers; i++)
+    if (node->n_peers[i]->pr_cfg->nc_id == id)
+      return node->n_peers[i];
+  return NULL;
+}
+
+/* mkdir -p of the directory holding path (for /run/nbdrepl). */
+static int
+make_parent_dir (const char *path)
+{
+  CLEANUP_FREE char *copy = strdup (path);
+  char *dir, *p;
+
+  if (copy == NULL)
+    return -1;
+  dir = dirname (copy);
+  for (p = dir + 1; *p; p++) {
+    if (*p == '/') {
+      *p = '\0';
+      if (mkdir (dir, 0755) == -1 && errno != EEXIST)
+        return -1;
+      *p = '/';
+    }
+  }
+  if (mkdir (dir, 0755) == -1 && errno != EEXIST)
+    return -1;
+  return 0;
+}
+
+struct repl_node *
+engine_create (const char *config_path, const char *node_name, bool primary)
+{
+  struct repl_node *node;
+  const struct repl_node_cfg *self;
+  char err[512];
+  size_t i;
+
+  node = calloc (1, sizeof *node);
+  if (node == NULL) {
+    log_error ("calloc: %m");
+    return NULL;
+  }
+  node->n_magic = NODE_MAGIC;
+  node->n_vol.vol_fd = -1;
+  node->n_listen_fd = node->n_control_fd = node->n_stop_fd = -1;
+  node->n_primary_id = -1;
+  pthread_mutex_init (&node->n_lock, NULL);
+  {
+    pthread_condattr_t attr;
+    pthread_condattr_init (&attr);
+    pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+    pthread_cond_init (&node->n_cond, &attr);
+    pthread_condattr_destroy (&attr);
+  }
+  ilock_init (&node->n_ilock);
+
+  if (config_load (config_path, &node->n_cfg, err, sizeof err) == -1) {
+    log_error ("%s", err);
+    goto err;
+  }
+  self = config_find_node (&node->n_cfg, node_name);
+  if (self == NULL) {
+    char names[256] = "";
+    for (i = 0; i < node->n_cfg.cf_nnodes; i++) {
+      if (i > 0)
+        strncat (names, ", ", sizeof names - strlen (names) - 1);
+      strncat (names, node->n_cfg.cf_nodes[i].nc_name,
+               sizeof names - strlen (names) - 1);
+    }
+    errno = ENOENT;
+    log_error ("%s: node=%s: no such node in the configuration (nodes: %s)",
+               config_path, node_name, names);
+    goto err;
+  }
+  node->n_self = self;
+  node->n_role = primary ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
+  if (primary)
+    node->n_primary_id = self->nc_id;
+  /* Without metadata (a later step) a node cannot know whether its disk
+   * matches anyone's: only a primary's is authoritative, by decree. */
+  node->n_disk = primary ? REPL_DISK_UPTODATE : REPL_DISK_INCONSISTENT;
+
+  if (volume_open (&node->n_vol, self->nc_disk) == -1)
+    goto err;
+
+  for (i = 0; i < node->n_cfg.cf_nnodes; i++) {
+    const struct repl_node_cfg *c = &node->n_cfg.cf_nodes[i];
+    struct peer *p;
+
+    if (c == self)
+      continue;
+    p = peer_create (node, c);
+    if (p == NULL)
+      goto err;
+    /* Nothing says what the peer holds, so all of it must be sent. */
+    if (primary)
+      bitmap_set_all (&p->pr_bitmap);
+    node->n_peers[node->n_npeers++] = p;
+  }
+
+  node->n_listen_fd = sock_listen_tcp (self->nc_host, self->nc_port);
+  if (node->n_listen_fd == -1) {
+    log_error ("%s: node %s: address %s: cannot listen: %m",
+               config_path, self->nc_name, self->nc_address);
+    goto err;
+  }
+  if (make_parent_dir (self->nc_control) == -1) {
+    log_error ("%s: node %s: control %s: cannot create its directory: %m",
+               config_path, self->nc_name, self->nc_control);
+    goto err;
+  }
+  node->n_control_fd = sock_listen_unix (self->nc_control);
+  if (node->n_control_fd == -1) {
+    log_error ("%s: node %s: control %s: cannot listen: %m",
+               config_path, self->nc_name, self->nc_control);
+    goto err;
+  }
+  node->n_stop_fd = eventfd (0, EFD_CLOEXEC);
+  if (node->n_stop_fd == -1) {
+    log_error ("eventfd: %m");
+    goto err;
+  }
+  return node;
+
+ err:
+  engine_destroy (node);
+  return NULL;
+}
+
+int
+engine_start (struct repl_node *node)
+{
+  size_t i;
+  int err;
+
+  assert (node->n_magic == NODE_MAGIC);
+  err = pthread_create (&node->n_listener, NULL, listener_thread, node);
+  if (err == 0) {
+    err = pthread_create (&node->n_ticker, NULL, ticker_thread, node);
+    if (err == 0) {
+      err = pthread_create (&node->n_control, NULL, control_thread, node);
+      if (err != 0) {
+        /* Unwound by engine_destroy via n_started below. */
+      }
+    }
+  }
+  node->n_started = true;
+  if (err) {
+    errno = err;
+    log_error ("pthread_create: %m");
+    return -1;
+  }
+  for (i = 0; i < node->n_npeers; i++)
+    if (peer_start (node->n_peers[i]) == -1)
+      return -1;
+  log_info ("resource %s: node %s (id %u) started as %s, disk %s (%" PRIu64
+            " bytes), %zu peer(s), protocol %c",
+            node->n_cfg.cf_resource, node->n_self->nc_name,
+            node->n_self->nc_id, role_name (node->n_role),
+            disk_state_name (node->n_disk), node->n_vol.vol_size,
+            node->n_npeers, node->n_cfg.cf_protocol);
+  return 0;
+}
+
+void
+engine_destroy (struct repl_node *node)
+{
+  size_t i;
+
+  if (node == NULL)
+    return;
+  assert (node->n_magic == NODE_MAGIC);
+
+  if (node->n_started) {
+    uint64_t one = 1;
+
+    pthread_mutex_lock (&node->n_lock);
+    node->n_stopping = true;
+    pthread_cond_broadcast (&node->n_cond);
+    pthread_mutex_unlock (&node->n_lock);
+    if (write (node->n_stop_fd, &one, sizeof one) != sizeof one)
+      log_error ("eventfd write: %m");
+    for (i = 0; i < node->n_npeers; i++)
+      if (node->n_peers[i]->pr_thread)
+        peer_stop (node->n_peers[i]);
+    if (node->n_listener)
+      pthread_join (node->n_listener, NULL);
+    if (node->n_ticker)
+      pthread_join (node->n_ticker, NULL);
+    if (node->n_control)
+      pthread_join (node->n_control, NULL);
+  }
+
+  for (i = 0; i < node->n_npeers; i++)
+    peer_free (node->n_peers[i]);
+  if (node->n_listen_fd >= 0)
+    close (node->n_listen_fd);
+  if (node->n_control_fd >= 0) {
+    close (node->n_control_fd);
+    unlink (node->n_self->nc_control);
+  }
+  if (node->n_stop_fd >= 0)
+    close (node->n_stop_fd);
+  volume_close (&node->n_vol);
+  config_free (&node->n_cfg);
+  ilock_destroy (&node->n_ilock);
+  pthread_cond_destroy (&node->n_cond);
+  pthread_mutex_destroy (&node->n_lock);
+  node->n_magic = 0;
+  free (node);
+}
+
+uint64_t
+engine_size (const struct repl_node *node)
+{
+  return node->n_vol.vol_size;
+}
+
+bool
+engine_is_block_device (const struct repl_node *node)
+{
+  return node->n_vol.vol_is_block;
+}
+
+int
+engine_check_client (struct repl_node *node)
+{
+  const struct repl_node_cfg *primary;
+  enum repl_role role;
+  int primary_id;
+
+  pthread_mutex_lock (&node->n_lock);
+  role = node->n_role;
+  primary_id = node->n_primary_id;
+  pthread_mutex_unlock (&node->n_lock);
+
+  if (role == REPL_ROLE_PRIMARY)
+    return 0;
+  primary = primary_id >= 0
+    ? config_find_node_id (&node->n_cfg, primary_id) : NULL;
+  if (primary)
+    log_error ("refusing client: node %s is Secondary for resource %s; "
+               "the primary is %s (%s)", node->n_self->nc_name,
+               node->n_cfg.cf_resource, primary->nc_name,
+               primary->nc_address);
+  else
+    log_error ("refusing client: node %s is Secondary for resource %s "
+               "and no primary is connected", node->n_self->nc_name,
+               node->n_cfg.cf_resource);
+  errno = EROFS;
+  return -1;
+}

@@ -1,0 +1,456 @@
+/* nbdrepl: a peer — one replication connection to another node.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * There is exactly one TCP connection per pair of nodes: the node with
+ * the lower id dials, the other accepts (listener.c hands it over).
+ * Either may start first; the dialler retries with backoff.  Each peer
+ * has one thread that establishes the connection, runs the receive loop
+ * (peer-receive.c) and, when the connection fails, tears it down and
+ * starts again.
+ */
+#include <config.h>
+
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+
+#include "internal.h"
+#include "log.h"
+#include "sockets.h"
+
+#define BACKOFF_MIN_MS 100
+
+const char *
+conn_state_name (enum conn_state state)
+{
+  switch (state) {
+  case CONN_CONNECTING: return "Connecting";
+  case CONN_CONNECTED: return "Connected";
+  case CONN_DISCONNECTING: return "Disconnecting";
+  }
+  abort ();
+}
+
+struct peer *
+peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
+{
+  struct peer *p;
+  pthread_condattr_t attr;
+
+  p = calloc (1, sizeof *p);
+  if (p == NULL) {
+    log_error ("calloc: %m");
+    return NULL;
+  }
+  p->pr_ring = calloc (PEER_WINDOW, sizeof *p->pr_ring);
+  if (p->pr_ring == NULL) {
+    log_error ("calloc: %m");
+    free (p);
+    return NULL;
+  }
+  if (bitmap_init (&p->pr_bitmap, node->n_vol.vol_size,
+                   REPL_BITMAP_GRANULARITY) == -1) {
+    log_error ("peer %s: bitmap: %m", cfg->nc_name);
+    free (p->pr_ring);
+    free (p);
+    return NULL;
+  }
+  p->pr_magic = PEER_MAGIC;
+  p->pr_node = node;
+  p->pr_cfg = cfg;
+  p->pr_dials = node->n_self->nc_id < cfg->nc_id;
+  pthread_mutex_init (&p->pr_lock, NULL);
+  pthread_condattr_init (&attr);
+  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+  pthread_cond_init (&p->pr_cond, &attr);
+  pthread_condattr_destroy (&attr);
+  p->pr_state = CONN_CONNECTING;
+  p->pr_fd = -1;
+  p->pr_incoming_fd = -1;
+  p->pr_qtail = &p->pr_qhead;
+  p->pr_ack_msg.om_done = true;
+  p->pr_ping_msg.om_done = true;
+  return p;
+}
+
+void
+peer_free (struct peer *p)
+{
+  if (p == NULL)
+    return;
+  assert (p->pr_magic == PEER_MAGIC);
+  if (p->pr_incoming_fd >= 0)
+    close (p->pr_incoming_fd);
+  bitmap_free (&p->pr_bitmap);
+  free (p->pr_ring);
+  pthread_cond_destroy (&p->pr_cond);
+  pthread_mutex_destroy (&p->pr_lock);
+  p->pr_magic = 0;
+  free (p);
+}
+
+static void
+vfail_locked (struct peer *p, uint64_t gen, const char *fmt, va_list ap)
+{
+  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
+    return;                     /* already failed, or a newer connection */
+  vsnprintf (p->pr_last_error, sizeof p->pr_last_error, fmt, ap);
+  log_error ("peer %s: %s; disconnecting", p->pr_cfg->nc_name,
+             p->pr_last_error);
+  p->pr_state = CONN_DISCONNECTING;
+  /* Wakes the receiver out of recv and any sender out of sendmsg. */
+  shutdown (p->pr_fd, SHUT_RDWR);
+  pthread_cond_broadcast (&p->pr_cond);
+}
+
+/* Declare connection generation gen dead, once, saying why.  Safe from
+ * any thread; a no-op if that connection has already failed. */
+void
+peer_fail_locked (struct peer *p, uint64_t gen, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  vfail_locked (p, gen, fmt, ap);
+  va_end (ap);
+}
+
+void
+peer_fail (struct peer *p, uint64_t gen, const char *fmt, ...)
+{
+  va_list ap;
+
+  pthread_mutex_lock (&p->pr_lock);
+  va_start (ap, fmt);
+  vfail_locked (p, gen, fmt, ap);
+  va_end (ap);
+  pthread_mutex_unlock (&p->pr_lock);
+}
+
+/* The listener accepted a connection from this peer and read its hello. */
+void
+peer_hand_over (struct peer *p, int fd, const struct repl_hello *hello)
+{
+  pthread_mutex_lock (&p->pr_lock);
+  if (p->pr_incoming_fd >= 0)
+    close (p->pr_incoming_fd);
+  p->pr_incoming_fd = fd;
+  p->pr_incoming_hello = *hello;
+  /* A peer only dials again after losing the old connection, perhaps by
+   * restarting, before we noticed: the new connection wins. */
+  peer_fail_locked (p, p->pr_gen, "peer connected again; replacing the old connection");
+  pthread_cond_broadcast (&p->pr_cond);
+  pthread_mutex_unlock (&p->pr_lock);
+}
+
+/* Sleep for ms unless stopping.  pr_lock held.  Returns false if stopping. */
+static bool
+sleep_locked (struct peer *p, unsigned ms)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (long) (ms % 1000) * 1000000;
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  while (!p->pr_stopping && p->pr_incoming_fd == -1)
+    if (pthread_cond_timedwait (&p->pr_cond, &p->pr_lock, &ts) == ETIMEDOUT)
+      break;
+  return !p->pr_stopping;
+}
+
+/* Record why we have no connection; log it only when it changes, so a
+ * peer that is down for an hour does not fill the log. */
+static void
+set_error (struct peer *p, const char *fmt, ...)
+{
+  char msg[sizeof p->pr_last_error];
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (msg, sizeof msg, fmt, ap);
+  va_end (ap);
+  pthread_mutex_lock (&p->pr_lock);
+  if (strcmp (msg, p->pr_last_error) != 0) {
+    log_error ("peer %s: %s", p->pr_cfg->nc_name, msg);
+    strcpy (p->pr_last_error, msg);
+  }
+  pthread_mutex_unlock (&p->pr_lock);
+}
+
+static int
+send_hello (struct peer *p, int fd)
+{
+  struct repl_node *node = p->pr_node;
+  uint8_t buf[REPL_HDR_SIZE + REPL_HELLO_SIZE];
+  struct repl_hdr h;
+  struct repl_hello hello = {
+    .version = REPL_PROTO_VERSION,
+    .node_id = node->n_self->nc_id,
+    .peer_id = p->pr_cfg->nc_id,
+    .size = node->n_vol.vol_size,
+  };
+
+  pthread_mutex_lock (&node->n_lock);
+  hello.role = node->n_role;
+  hello.disk_state = node->n_disk;
+  pthread_mutex_unlock (&node->n_lock);
+  snprintf (hello.resource, sizeof hello.resource, "%s",
+            node->n_cfg.cf_resource);
+
+  wire_hdr_init (&h, REPL_MSG_HELLO, 0, REPL_HELLO_SIZE, 0, 0, 0);
+  wire_encode_hdr (&h, buf);
+  wire_encode_hello (&hello, buf + REPL_HDR_SIZE);
+  return sock_write_full (fd, buf, sizeof buf,
+                          node->n_cfg.cf_ping_timeout_ms);
+}
+
+/* Read and decode the peer's HELLO (dialling side). */
+static int
+read_hello (struct peer *p, int fd, struct repl_hello *hello)
+{
+  uint8_t hbuf[REPL_HDR_SIZE], pbuf[REPL_HELLO_SIZE];
+  unsigned timeout = p->pr_node->n_cfg.cf_ping_timeout_ms;
+  struct repl_hdr h;
+  char err[256];
+
+  if (sock_read_full (fd, hbuf, sizeof hbuf, timeout) == -1) {
+    set_error (p, "reading hello: %m");
+    return -1;
+  }
+  if (wire_decode_hdr (hbuf, &h, err, sizeof err) == -1) {
+    set_error (p, "bad hello: %s", err);
+    return -1;
+  }
+  if (h.type != REPL_MSG_HELLO) {
+    set_error (p, "expected HELLO, got %s", wire_type_name (h.type));
+    return -1;
+  }
+  if (sock_read_full (fd, pbuf, sizeof pbuf, timeout) == -1) {
+    set_error (p, "reading hello: %m");
+    return -1;
+  }
+  if (wire_decode_hello (pbuf, sizeof pbuf, hello, err, sizeof err) == -1) {
+    set_error (p, "bad hello: %s", err);
+    return -1;
+  }
+  return 0;
+}
+
+/* Is this the node we expect, for the same resource and volume, in a
+ * role we can work with? */
+static int
+check_hello (struct peer *p, const struct repl_hello *h)
+{
+  struct repl_node *node = p->pr_node;
+
+  if (strcmp (h->resource, node->n_cfg.cf_resource) != 0) {
+    set_error (p, "refusing connection: peer serves resource '%s', we serve '%s'",
+               h->resource, node->n_cfg.cf_resource);
+    return -1;
+  }
+  if (h->node_id != p->pr_cfg->nc_id || h->peer_id != node->n_self->nc_id) {
+    set_error (p, "refusing connection: peer says it is node id %" PRIu32
+               " talking to id %" PRIu32 ", expected %u talking to %u "
+               "(do both nodes use the same configuration?)",
+               h->node_id, h->peer_id, p->pr_cfg->nc_id,
+               node->n_self->nc_id);
+    return -1;
+  }
+  if (h->size != node->n_vol.vol_size) {
+    set_error (p, "refusing connection: peer's disk is %" PRIu64
+               " bytes, ours (%s) is %" PRIu64 " bytes; disks must be "
+               "the same size", h->size, node->n_vol.vol_path,
+               node->n_vol.vol_size);
+    return -1;
+  }
+  if (h->role == REPL_ROLE_PRIMARY && node_role (node) == REPL_ROLE_PRIMARY) {
+    set_error (p, "refusing connection: both this node and the peer are "
+               "Primary; only one node may be primary");
+    return -1;
+  }
+  return 0;
+}
+
+/* Get a connected, handshaken socket, or -1 if stopping. */
+static int
+establish (struct peer *p, struct repl_hello *hello)
+{
+  const struct repl_node_cfg *c = p->pr_cfg;
+  unsigned backoff = BACKOFF_MIN_MS;
+  unsigned backoff_max = p->pr_node->n_cfg.cf_connect_retry_max_ms;
+
+  for (;;) {
+    int fd = -1;
+
+    pthread_mutex_lock (&p->pr_lock);
+    if (!p->pr_dials) {
+      while (!p->pr_stopping && p->pr_incoming_fd == -1)
+        pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+    }
+    if (p->pr_stopping) {
+      pthread_mutex_unlock (&p->pr_lock);
+      return -1;
+    }
+    if (p->pr_incoming_fd >= 0) {   /* the peer dialled us */
+      fd = p->pr_incoming_fd;
+      *hello = p->pr_incoming_hello;
+      p->pr_incoming_fd = -1;
+    }
+    pthread_mutex_unlock (&p->pr_lock);
+
+    if (fd == -1) {
+      fd = sock_connect_tcp (c->nc_host, c->nc_port,
+                             p->pr_node->n_cfg.cf_ping_timeout_ms);
+      if (fd == -1)
+        set_error (p, "connect to %s: %m", c->nc_address);
+      else if (send_hello (p, fd) == -1) {
+        set_error (p, "sending hello: %m");
+        close (fd);
+        fd = -1;
+      }
+      else if (read_hello (p, fd, hello) == -1 || check_hello (p, hello) == -1) {
+        close (fd);
+        fd = -1;
+      }
+    }
+    else {
+      if (send_hello (p, fd) == -1) {
+        set_error (p, "sending hello: %m");
+        close (fd);
+        fd = -1;
+      }
+      else if (check_hello (p, hello) == -1) {
+        close (fd);
+        fd = -1;
+      }
+    }
+    if (fd >= 0)
+      return fd;
+
+    pthread_mutex_lock (&p->pr_lock);
+    if (!sleep_locked (p, backoff)) {
+      pthread_mutex_unlock (&p->pr_lock);
+      return -1;
+    }
+    pthread_mutex_unlock (&p->pr_lock);
+    backoff = backoff * 2 > backoff_max ? backoff_max : backoff * 2;
+  }
+}
+
+static void *
+peer_thread (void *arg)
+{
+  struct peer *p = arg;
+  struct repl_node *node = p->pr_node;
+  const char *name = p->pr_cfg->nc_name;
+
+  for (;;) {
+    struct repl_hello hello;
+    uint64_t gen;
+    int fd = establish (p, &hello);
+    struct timeval tv;
+
+    if (fd == -1)
+      break;
+
+    /* A send that makes no progress for `timeout` fails, so a stalled
+     * peer can never block a sender for ever. */
+    tv.tv_sec = node->n_cfg.cf_timeout_ms / 1000;
+    tv.tv_usec = (node->n_cfg.cf_timeout_ms % 1000) * 1000;
+    setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+
+    pthread_mutex_lock (&p->pr_lock);
+    gen = ++p->pr_gen;
+    p->pr_fd = fd;
+    p->pr_state = CONN_CONNECTED;
+    p->pr_next_seq = 1;
+    p->pr_expect_seq = 1;
+    p->pr_role = hello.role;
+    p->pr_disk = hello.disk_state;
+    p->pr_disk_known = true;
+    p->pr_last_error[0] = '\0';
+    p->pr_last_recv_ns = now_ns ();
+    p->pr_last_ping_ns = p->pr_last_recv_ns;
+    p->pr_connected_ns = p->pr_last_recv_ns;
+    p->pr_resync_total = p->pr_resync_done = 0;
+    if (node_role (node) == REPL_ROLE_PRIMARY)
+      p->pr_resync_wanted = true;
+    pthread_cond_broadcast (&p->pr_cond);
+    pthread_mutex_unlock (&p->pr_lock);
+
+    pthread_mutex_lock (&node->n_lock);
+    if (hello.role == REPL_ROLE_PRIMARY)
+      node->n_primary_id = p->pr_cfg->nc_id;
+    pthread_mutex_unlock (&node->n_lock);
+
+    log_info ("peer %s: connected (%s, %s)", name,
+              role_name (hello.role), disk_state_name (hello.disk_state));
+
+    peer_receive_loop (p, gen, fd);
+
+    pthread_mutex_lock (&p->pr_lock);
+    /* The receive loop only returns after peer_fail. */
+    assert (p->pr_state == CONN_DISCONNECTING);
+    peer_teardown_locked (p);
+    p->pr_state = CONN_CONNECTING;
+    p->pr_fd = -1;
+    p->pr_resyncing = false;
+    if (node_role (node) == REPL_ROLE_PRIMARY && p->pr_disk_known)
+      p->pr_disk = bitmap_count (&p->pr_bitmap) > 0
+        ? REPL_DISK_OUTDATED : p->pr_disk;
+    pthread_cond_broadcast (&p->pr_cond);
+    pthread_mutex_unlock (&p->pr_lock);
+    close (fd);
+
+    pthread_mutex_lock (&node->n_lock);
+    if (node->n_primary_id == (int) p->pr_cfg->nc_id)
+      node->n_primary_id = -1;
+    pthread_mutex_unlock (&node->n_lock);
+    log_info ("peer %s: disconnected", name);
+  }
+  return NULL;
+}
+
+int
+peer_start (struct peer *p)
+{
+  int err;
+
+  err = pthread_create (&p->pr_thread, NULL, peer_thread, p);
+  if (err) {
+    errno = err;
+    log_error ("peer %s: pthread_create: %m", p->pr_cfg->nc_name);
+    return -1;
+  }
+  err = pthread_create (&p->pr_resync_thread, NULL, resync_thread, p);
+  if (err) {
+    errno = err;
+    log_error ("peer %s: pthread_create: %m", p->pr_cfg->nc_name);
+    peer_stop (p);
+    return -1;
+  }
+  return 0;
+}
+
+/* Stop both threads (those that were started) and drop the connection. */
+void
+peer_stop (struct peer *p)
+{
+  pthread_mutex_lock (&p->pr_lock);
+  p->pr_stopping = true;
+  peer_fail_locked (p, p->pr_gen, "shutting down");
+  pthread_cond_broadcast (&p->pr_cond);
+  pthread_mutex_unlock (&p->pr_lock);
+  pthread_join (p->pr_thread, NULL);
+  if (p->pr_resync_thread)
+    pthread_join (p->pr_resync_thread, NULL);
+}

@@ -1,0 +1,89 @@
+/* nbdrepl: keepalive and timeouts.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * Every connected peer gets a PING each ping-interval when nothing else
+ * is being sent, so a healthy idle link always carries traffic.  A peer
+ * is declared dead when nothing has arrived from it for ping-timeout, or
+ * when its oldest unacknowledged message is older than timeout (a peer
+ * that is alive but stalled).  The connection is then torn down and its
+ * writes recorded in the dirty bitmap: clients never wait longer than
+ * about `timeout` for a sick peer.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <time.h>
+
+#include "internal.h"
+#include "log.h"
+
+#define TICK_MS 100
+
+static void
+check_peer (struct repl_node *node, struct peer *p, uint64_t now)
+{
+  const struct repl_config *cfg = &node->n_cfg;
+  uint64_t gen, last_recv;
+
+  pthread_mutex_lock (&p->pr_lock);
+  gen = p->pr_gen;
+  if (p->pr_state != CONN_CONNECTED)
+    goto out;
+
+  /* The receiver updates this without the lock; it may be after now. */
+  last_recv = p->pr_last_recv_ns;
+  if (last_recv < now &&
+      now - last_recv > cfg->cf_ping_timeout_ms * UINT64_C (1000000)) {
+    peer_fail_locked (p, gen, "nothing received for %.1f s (ping-timeout)",
+                      (now - last_recv) / 1e9);
+    goto out;
+  }
+  if (p->pr_ring_count > 0) {
+    const struct inflight *f = &p->pr_ring[p->pr_ring_head];
+    if (f->if_time_ns < now && now - f->if_time_ns > cfg->cf_timeout_ms * UINT64_C (1000000)) {
+      peer_fail_locked (p, gen, "%s at offset %" PRIu64 " not acknowledged "
+                        "for %.1f s (timeout)", wire_type_name (f->if_type),
+                        f->if_offset, (now - f->if_time_ns) / 1e9);
+      goto out;
+    }
+  }
+  /* Only ping an idle link: a busy one proves itself, and a sender that
+   * is blocked must not block the ticker too. */
+  if (now >= p->pr_last_ping_ns &&
+      now - p->pr_last_ping_ns >= cfg->cf_ping_interval_ms * UINT64_C (1000000) &&
+      p->pr_ping_msg.om_done && !p->pr_sending && p->pr_qhead == NULL) {
+    p->pr_last_ping_ns = now;
+    out_msg_init (&p->pr_ping_msg, REPL_MSG_PING, 0, 0, 0, 0, NULL, 0);
+    peer_queue_locked (p, &p->pr_ping_msg);
+  }
+ out:
+  pthread_mutex_unlock (&p->pr_lock);
+}
+
+void *
+ticker_thread (void *arg)
+{
+  struct repl_node *node = arg;
+
+  pthread_mutex_lock (&node->n_lock);
+  while (!node->n_stopping) {
+    struct timespec ts;
+    size_t i;
+
+    pthread_mutex_unlock (&node->n_lock);
+    for (i = 0; i < node->n_npeers; i++)
+      check_peer (node, node->n_peers[i], now_ns ());
+    pthread_mutex_lock (&node->n_lock);
+
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += TICK_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    if (!node->n_stopping)
+      pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts);
+  }
+  pthread_mutex_unlock (&node->n_lock);
+  return NULL;
+}

@@ -1,0 +1,181 @@
+/* nbdrepl: the primary's I/O path.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * A write, trim or zero:
+ *   1. takes the interval lock on its range (overlapping requests are
+ *      serialised, so every replica applies them in the same order);
+ *   2. queues the message to every connected peer — the requesting thread
+ *      usually sends it itself (peer-send.c) — and records the range in
+ *      the dirty bitmap of every peer that is not connected;
+ *   3. applies it to the local disk while the peers do the same;
+ *   4. waits for every peer's acknowledgement (protocol C: on the peer's
+ *      disk; B: received; A: sent).  A peer lost meanwhile has the range
+ *      marked dirty instead; the client's request still succeeds.
+ * FUA and flush wait, under every protocol, until the data is durable on
+ * every connected peer.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "internal.h"
+#include "log.h"
+
+struct local_op {
+  enum repl_msg_type lo_type;
+  const void *lo_buf;
+  bool lo_fua;
+  bool lo_may_trim;
+};
+
+static int
+local_apply (struct repl_node *node, const struct local_op *op,
+             uint32_t count, uint64_t offset)
+{
+  struct volume *vol = &node->n_vol;
+  int r;
+
+  switch (op->lo_type) {
+  case REPL_MSG_WRITE:
+    r = volume_pwrite (vol, op->lo_buf, count, offset);
+    break;
+  case REPL_MSG_TRIM:
+    r = volume_trim (vol, count, offset);
+    break;
+  case REPL_MSG_ZERO:
+    r = volume_zero (vol, count, offset, op->lo_may_trim);
+    break;
+  case REPL_MSG_FLUSH:
+    return volume_flush (vol);
+  default:
+    abort ();
+  }
+  if (r == 0 && op->lo_fua)
+    r = volume_flush (vol);
+  return r;
+}
+
+/* Replicate one message (at most REPL_MAX_PAYLOAD of data) and apply it
+ * locally; returns when the local disk and every connected peer are done. */
+static int
+replicate (struct repl_node *node, const struct local_op *op,
+           uint32_t count, uint64_t offset)
+{
+  struct out_msg msgs[REPL_MAX_NODES];
+  uint16_t flags = 0;
+  struct waiter w;
+  size_t i;
+  int r, saved_errno;
+
+  if (op->lo_fua)
+    flags |= REPL_FLAG_FUA;
+  if (op->lo_may_trim)
+    flags |= REPL_FLAG_MAY_TRIM;
+
+  waiter_init (&w, 0);
+  for (i = 0; i < node->n_npeers; i++)
+    peer_submit (node->n_peers[i], op->lo_type, flags, op->lo_buf,
+                 op->lo_type == REPL_MSG_FLUSH ? 0 : count,
+                 op->lo_type == REPL_MSG_FLUSH ? 0 : offset, &w, &msgs[i]);
+  r = local_apply (node, op, count, offset);
+  saved_errno = errno;
+  waiter_wait (&w);
+  waiter_destroy (&w);
+  errno = saved_errno;
+  return r;
+}
+
+static int
+check_primary (struct repl_node *node)
+{
+  if (node_role (node) != REPL_ROLE_PRIMARY) {
+    errno = EROFS;
+    log_error ("write refused: node %s is not Primary",
+               node->n_self->nc_name);
+    return -1;
+  }
+  return 0;
+}
+
+/* Writes, trims and zeroes: split into messages the wire allows, all
+ * under one interval lock so the request is atomic towards overlapping
+ * requests. */
+static int
+ranged (struct repl_node *node, struct local_op *op, uint32_t count,
+        uint64_t offset)
+{
+  struct ilock_range range;
+  int r = 0;
+
+  if (check_primary (node) == -1)
+    return -1;
+  atomic_fetch_add (&node->n_requests_in_flight, 1);
+  ilock_acquire (&node->n_ilock, &range, offset, count);
+  while (count > 0 && r == 0) {
+    uint32_t n = count < REPL_MAX_PAYLOAD ? count : REPL_MAX_PAYLOAD;
+
+    r = replicate (node, op, n, offset);
+    count -= n;
+    offset += n;
+    if (op->lo_buf)
+      op->lo_buf = (const char *) op->lo_buf + n;
+  }
+  ilock_release (&node->n_ilock, &range);
+  atomic_fetch_sub (&node->n_requests_in_flight, 1);
+  return r;
+}
+
+int
+engine_pwrite (struct repl_node *node, const void *buf, uint32_t count,
+               uint64_t offset, bool fua)
+{
+  struct local_op op = { .lo_type = REPL_MSG_WRITE, .lo_buf = buf,
+                         .lo_fua = fua };
+
+  atomic_fetch_add (&node->n_writes, 1);
+  atomic_fetch_add (&node->n_write_bytes, count);
+  return ranged (node, &op, count, offset);
+}
+
+int
+engine_trim (struct repl_node *node, uint32_t count, uint64_t offset,
+             bool fua)
+{
+  struct local_op op = { .lo_type = REPL_MSG_TRIM, .lo_fua = fua };
+
+  return ranged (node, &op, count, offset);
+}
+
+int
+engine_zero (struct repl_node *node, uint32_t count, uint64_t offset,
+             bool may_trim, bool fua)
+{
+  struct local_op op = { .lo_type = REPL_MSG_ZERO, .lo_fua = fua,
+                         .lo_may_trim = may_trim };
+
+  return ranged (node, &op, count, offset);
+}
+
+int
+engine_flush (struct repl_node *node)
+{
+  struct local_op op = { .lo_type = REPL_MSG_FLUSH };
+  int r;
+
+  if (check_primary (node) == -1)
+    return -1;
+  atomic_fetch_add (&node->n_requests_in_flight, 1);
+  r = replicate (node, &op, 0, 0);
+  atomic_fetch_sub (&node->n_requests_in_flight, 1);
+  return r;
+}
+
+int
+engine_pread (struct repl_node *node, void *buf, uint32_t count,
+              uint64_t offset)
+{
+  atomic_fetch_add (&node->n_reads, 1);
+  atomic_fetch_add (&node->n_read_bytes, count);
+  return volume_pread (&node->n_vol, buf, count, offset);
+}

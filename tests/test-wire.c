@@ -1,0 +1,816 @@
+/* nbdrepl: unit tests of common/wire.c.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "wire.h"
+
+/* What the header docs in wire.h say, written out again independently
+ * of the table in wire.c. */
+struct expect {
+  unsigned type;
+  const char *name;
+  uint16_t flags;               /* allowed */
+  int payload;                  /* 0 none, 1 == count, 2 hello */
+  int has_count;
+};
+
+static const struct expect expect[] = {
+  { REPL_MSG_HELLO, "HELLO", 0, 2, 0 },
+  { REPL_MSG_PING, "PING", 0, 0, 0 },
+  { REPL_MSG_PONG, "PONG", 0, 0, 0 },
+  { REPL_MSG_WRITE, "WRITE", REPL_FLAG_FUA, 1, 1 },
+  { REPL_MSG_TRIM, "TRIM", REPL_FLAG_FUA, 0, 1 },
+  { REPL_MSG_ZERO, "ZERO", REPL_FLAG_FUA | REPL_FLAG_MAY_TRIM, 0, 1 },
+  { REPL_MSG_FLUSH, "FLUSH", 0, 0, 0 },
+  { REPL_MSG_RESYNC_START, "RESYNC_START", 0, 0, 0 },
+  { REPL_MSG_RESYNC_DATA, "RESYNC_DATA", 0, 1, 1 },
+  { REPL_MSG_RESYNC_DONE, "RESYNC_DONE", 0, 0, 0 },
+  { REPL_MSG_ACK, "ACK", 0, 0, 0 },
+  { REPL_MSG_NACK, "NACK", 0, 0, 0 },
+};
+#define NR_EXPECT (sizeof expect / sizeof expect[0])
+
+/* A valid header of the given type with all allowed flags set. */
+static void
+valid_hdr (const struct expect *e, struct repl_hdr *h)
+{
+  uint32_t count = e->has_count ? 65536 : 0;
+  uint32_t length = e->payload == 1 ? count
+                  : e->payload == 2 ? REPL_HELLO_SIZE : 0;
+
+  wire_hdr_init (h, e->type, e->flags, length, count,
+                 UINT64_C (0x0102030405060708) + e->type,
+                 UINT64_C (0x1122334455667788));
+}
+
+/* Encode h, decode it and expect failure with msg in the error text. */
+static void
+expect_reject (const struct repl_hdr *h, const char *msg)
+{
+  uint8_t buf[REPL_HDR_SIZE];
+  struct repl_hdr out;
+  char err[256] = "";
+
+  wire_encode_hdr (h, buf);
+  errno = 0;
+  ck_assert_int_eq (wire_decode_hdr (buf, &out, err, sizeof err), -1);
+  ck_assert_int_eq (errno, EPROTO);
+  ck_assert_msg (strstr (err, msg) != NULL,
+                 "error \"%s\" does not contain \"%s\"", err, msg);
+}
+
+static void
+expect_accept (const struct repl_hdr *h)
+{
+  uint8_t buf[REPL_HDR_SIZE];
+  struct repl_hdr out;
+  char err[256] = "";
+
+  wire_encode_hdr (h, buf);
+  ck_assert_msg (wire_decode_hdr (buf, &out, err, sizeof err) == 0,
+                 "rejected: %s", err);
+}
+
+START_TEST (test_type_names)
+{
+  size_t i;
+
+  for (i = 0; i < NR_EXPECT; ++i)
+    ck_assert_str_eq (wire_type_name (expect[i].type), expect[i].name);
+  ck_assert_str_eq (wire_type_name (0), "unknown");
+  ck_assert_str_eq (wire_type_name (REPL_MSG_TYPE_MAX + 1), "unknown");
+  ck_assert_str_eq (wire_type_name (0xffff), "unknown");
+  ck_assert_str_eq (wire_type_name (~0u), "unknown");
+}
+END_TEST
+
+/* The byte layout documented in wire.h, checked byte by byte. */
+START_TEST (test_hdr_layout)
+{
+  static const uint8_t want[REPL_HDR_SIZE] = {
+    0x4e, 0x42, 0x52, 0x50,     /* magic "NBRP" */
+    0x00, 0x04,                 /* type WRITE */
+    0x00, 0x01,                 /* flags FUA */
+    0x00, 0x00, 0x10, 0x00,     /* length 4096 */
+    0x00, 0x00, 0x10, 0x00,     /* count 4096 */
+    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, /* seq */
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x20, 0x00, /* offset */
+  };
+  struct repl_hdr h;
+  uint8_t buf[REPL_HDR_SIZE];
+
+  wire_hdr_init (&h, REPL_MSG_WRITE, REPL_FLAG_FUA, 4096, 4096,
+                 UINT64_C (0x0102030405060708), UINT64_C (0x100002000));
+  ck_assert_uint_eq (h.magic, REPL_MAGIC);
+  wire_encode_hdr (&h, buf);
+  ck_assert_mem_eq (buf, want, REPL_HDR_SIZE);
+}
+END_TEST
+
+START_TEST (test_hdr_round_trip)
+{
+  size_t i;
+  uint16_t flags;
+
+  for (i = 0; i < NR_EXPECT; ++i) {
+    const struct expect *e = &expect[i];
+
+    /* Every allowed combination of flags (subsets of the mask). */
+    flags = e->flags;
+    for (;;) {
+      struct repl_hdr h, out;
+      uint8_t buf[REPL_HDR_SIZE], buf2[REPL_HDR_SIZE];
+      char err[256] = "";
+
+      valid_hdr (e, &h);
+      h.flags = flags;
+      wire_encode_hdr (&h, buf);
+      ck_assert_msg (wire_decode_hdr (buf, &out, err, sizeof err) == 0,
+                     "%s: %s", e->name, err);
+      ck_assert_uint_eq (out.magic, REPL_MAGIC);
+      ck_assert_uint_eq (out.type, h.type);
+      ck_assert_uint_eq (out.flags, h.flags);
+      ck_assert_uint_eq (out.length, h.length);
+      ck_assert_uint_eq (out.count, h.count);
+      ck_assert_uint_eq (out.seq, h.seq);
+      ck_assert_uint_eq (out.offset, h.offset);
+      wire_encode_hdr (&out, buf2);
+      ck_assert_mem_eq (buf, buf2, REPL_HDR_SIZE);
+
+      if (flags == 0)
+        break;
+      flags = (flags - 1) & e->flags;
+    }
+  }
+}
+END_TEST
+
+START_TEST (test_hdr_extremes)
+{
+  struct repl_hdr h;
+
+  /* Largest payload and seq/offset at the limits still decode. */
+  wire_hdr_init (&h, REPL_MSG_WRITE, 0, REPL_MAX_PAYLOAD, REPL_MAX_PAYLOAD,
+                 UINT64_MAX, UINT64_MAX);
+  expect_accept (&h);
+  wire_hdr_init (&h, REPL_MSG_RESYNC_DATA, 0, REPL_MAX_PAYLOAD,
+                 REPL_MAX_PAYLOAD, 0, 0);
+  expect_accept (&h);
+  wire_hdr_init (&h, REPL_MSG_TRIM, 0, 0, UINT32_MAX, 0, 0);
+  expect_accept (&h);
+  wire_hdr_init (&h, REPL_MSG_WRITE, 0, 1, 1, 0, 0);
+  expect_accept (&h);
+}
+END_TEST
+
+START_TEST (test_hdr_bad_magic)
+{
+  struct repl_hdr h;
+
+  wire_hdr_init (&h, REPL_MSG_PING, 0, 0, 0, 1, 0);
+  h.magic = 0x12345678;
+  expect_reject (&h, "bad magic 0x12345678");
+  h.magic = 0;
+  expect_reject (&h, "bad magic 0x00000000");
+  h.magic = __builtin_bswap32 (REPL_MAGIC);     /* wrong byte order */
+  expect_reject (&h, "bad magic 0x5052424e");
+}
+END_TEST
+
+START_TEST (test_hdr_bad_type)
+{
+  static const unsigned bad[] = { 0, REPL_MSG_TYPE_MAX + 1, 0x100, 0xffff };
+  struct repl_hdr h;
+  char msg[64];
+  size_t i;
+
+  for (i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    wire_hdr_init (&h, REPL_MSG_PING, 0, 0, 0, 1, 0);
+    h.type = bad[i];
+    snprintf (msg, sizeof msg, "type %u", bad[i]);
+    expect_reject (&h, msg);
+  }
+}
+END_TEST
+
+/* Every flag bit that the type does not allow, one at a time and
+ * together with the allowed ones. */
+START_TEST (test_hdr_bad_flags)
+{
+  struct repl_hdr h;
+  char msg[64];
+  size_t i;
+  unsigned bit;
+  int n = 0;
+
+  for (i = 0; i < NR_EXPECT; ++i) {
+    const struct expect *e = &expect[i];
+
+    for (bit = 0; bit < 16; ++bit) {
+      uint16_t f = 1u << bit;
+
+      if (e->flags & f)
+        continue;
+      valid_hdr (e, &h);
+      h.flags = f;
+      snprintf (msg, sizeof msg, "%s: flags 0x%x not allowed", e->name, f);
+      expect_reject (&h, msg);
+      h.flags = f | e->flags;
+      expect_reject (&h, msg);  /* names only the bad bits */
+      n++;
+    }
+  }
+  /* 12 types * 16 bits, less the 4 allowed (FUA x3, MAY_TRIM x1). */
+  ck_assert_int_eq (n, 12 * 16 - 4);
+
+  wire_hdr_init (&h, REPL_MSG_TRIM, 0, 0, 4096, 0, 0);
+  h.flags = 0x4;
+  expect_reject (&h, "TRIM: flags 0x4 not allowed");
+  h.flags = 0xffff;
+  expect_reject (&h, "TRIM: flags 0xfffe not allowed");
+}
+END_TEST
+
+START_TEST (test_hdr_too_long)
+{
+  struct repl_hdr h;
+
+  wire_hdr_init (&h, REPL_MSG_WRITE, 0, REPL_MAX_PAYLOAD + 1,
+                 REPL_MAX_PAYLOAD + 1, 0, 0);
+  expect_reject (&h, "WRITE: length 4194305 > maximum 4194304");
+  wire_hdr_init (&h, REPL_MSG_RESYNC_DATA, 0, UINT32_MAX, UINT32_MAX, 0, 0);
+  expect_reject (&h, "RESYNC_DATA: length 4294967295 > maximum");
+  wire_hdr_init (&h, REPL_MSG_PING, 0, UINT32_MAX, 0, 0, 0);
+  expect_reject (&h, "PING: length 4294967295 > maximum");
+}
+END_TEST
+
+START_TEST (test_hdr_length_count)
+{
+  struct repl_hdr h;
+  char msg[128];
+  size_t i;
+
+  /* The examples of the brief. */
+  wire_hdr_init (&h, REPL_MSG_WRITE, 0, 512, 4096, 0, 0);
+  expect_reject (&h, "WRITE: length 512 != count 4096");
+  wire_hdr_init (&h, REPL_MSG_WRITE, 0, 0, 0, 0, 0);
+  expect_reject (&h, "WRITE: count 0");
+  wire_hdr_init (&h, REPL_MSG_PING, 0, 0, 1, 0, 0);
+  expect_reject (&h, "PING: count 1 != 0");
+
+  for (i = 0; i < NR_EXPECT; ++i) {
+    const struct expect *e = &expect[i];
+
+    switch (e->payload) {
+    case 0:
+      valid_hdr (e, &h);
+      h.length = 1;
+      snprintf (msg, sizeof msg, "%s: length 1 != 0", e->name);
+      expect_reject (&h, msg);
+      valid_hdr (e, &h);
+      h.length = REPL_MAX_PAYLOAD;
+      snprintf (msg, sizeof msg, "%s: length %u != 0",
+                e->name, REPL_MAX_PAYLOAD);
+      expect_reject (&h, msg);
+      break;
+    case 1:
+      valid_hdr (e, &h);
+      h.length = h.count - 1;
+      snprintf (msg, sizeof msg, "%s: length %u != count %u",
+                e->name, h.count - 1, h.count);
+      expect_reject (&h, msg);
+      valid_hdr (e, &h);
+      h.length = h.count + 1;
+      snprintf (msg, sizeof msg, "%s: length %u != count %u",
+                e->name, h.count + 1, h.count);
+      expect_reject (&h, msg);
+      valid_hdr (e, &h);
+      h.length = 0;
+      snprintf (msg, sizeof msg, "%s: length 0 != count", e->name);
+      expect_reject (&h, msg);
+      break;
+    case 2:
+      valid_hdr (e, &h);
+      h.length = REPL_HELLO_SIZE - 1;
+      expect_reject (&h, "HELLO: length 95 != 96");
+      h.length = REPL_HELLO_SIZE + 1;
+      expect_reject (&h, "HELLO: length 97 != 96");
+      h.length = 0;
+      expect_reject (&h, "HELLO: length 0 != 96");
+      break;
+    default:
+      abort ();
+    }
+
+    if (e->has_count) {
+      valid_hdr (e, &h);
+      h.count = 0;
+      if (e->payload == 1)
+        h.length = 0;
+      snprintf (msg, sizeof msg, "%s: count 0", e->name);
+      expect_reject (&h, msg);
+    }
+    else {
+      valid_hdr (e, &h);
+      h.count = 4096;
+      snprintf (msg, sizeof msg, "%s: count 4096 != 0", e->name);
+      expect_reject (&h, msg);
+      h.count = UINT32_MAX;
+      snprintf (msg, sizeof msg, "%s: count %u != 0", e->name, UINT32_MAX);
+      expect_reject (&h, msg);
+    }
+  }
+}
+END_TEST
+
+/* No error buffer, or a tiny one: still -1/EPROTO, no overrun. */
+START_TEST (test_hdr_err_buffer)
+{
+  struct repl_hdr h, out;
+  uint8_t buf[REPL_HDR_SIZE];
+  char err[8];
+
+  wire_hdr_init (&h, REPL_MSG_PING, 0, 0, 0, 0, 0);
+  h.magic = 0x12345678;
+  wire_encode_hdr (&h, buf);
+
+  errno = 0;
+  ck_assert_int_eq (wire_decode_hdr (buf, &out, NULL, 0), -1);
+  ck_assert_int_eq (errno, EPROTO);
+
+  memset (err, 'x', sizeof err);
+  errno = 0;
+  ck_assert_int_eq (wire_decode_hdr (buf, &out, err, 0), -1);
+  ck_assert_int_eq (errno, EPROTO);
+  ck_assert_int_eq (err[0], 'x');
+
+  errno = 0;
+  ck_assert_int_eq (wire_decode_hdr (buf, &out, err, sizeof err), -1);
+  ck_assert_int_eq (errno, EPROTO);
+  ck_assert_str_eq (err, "bad mag");
+
+  errno = 0;
+  h.magic = REPL_MAGIC;
+  h.offset = 10;
+  h.type = REPL_MSG_WRITE;
+  h.count = 4096;
+  ck_assert_int_eq (wire_check_range (&h, 4096, 512, NULL, 0), -1);
+  ck_assert_int_eq (errno, EPROTO);
+}
+END_TEST
+
+static void
+range_hdr (struct repl_hdr *h, unsigned type, uint64_t offset,
+           uint32_t count)
+{
+  wire_hdr_init (h, type, 0, type == REPL_MSG_WRITE ||
+                 type == REPL_MSG_RESYNC_DATA ? count : 0, count, 1, offset);
+}
+
+static void
+range_ok (unsigned type, uint64_t offset, uint32_t count,
+          uint64_t dev_size, uint32_t gran)
+{
+  struct repl_hdr h;
+  char err[256] = "";
+
+  range_hdr (&h, type, offset, count);
+  ck_assert_msg (wire_check_range (&h, dev_size, gran, err, sizeof err) == 0,
+                 "%s offset %" PRIu64 " count %" PRIu32 " size %" PRIu64
+                 ": %s", wire_type_name (type), offset, count, dev_size, err);
+}
+
+static void
+range_bad (unsigned type, uint64_t offset, uint32_t count,
+           uint64_t dev_size, uint32_t gran, const char *msg)
+{
+  struct repl_hdr h;
+  char err[256] = "";
+
+  range_hdr (&h, type, offset, count);
+  errno = 0;
+  ck_assert_int_eq (wire_check_range (&h, dev_size, gran, err, sizeof err),
+                    -1);
+  ck_assert_int_eq (errno, EPROTO);
+  ck_assert_msg (strstr (err, msg) != NULL,
+                 "error \"%s\" does not contain \"%s\"", err, msg);
+}
+
+START_TEST (test_check_range)
+{
+  static const unsigned types[] = {
+    REPL_MSG_WRITE, REPL_MSG_TRIM, REPL_MSG_ZERO, REPL_MSG_RESYNC_DATA,
+  };
+  const uint64_t size = UINT64_C (1) << 30;
+  struct repl_hdr h;
+  size_t i;
+
+  for (i = 0; i < sizeof types / sizeof types[0]; ++i) {
+    unsigned t = types[i];
+
+    range_ok (t, 0, 4096, size, 4096);
+    range_ok (t, size - 4096, 4096, size, 4096);      /* exactly at end */
+    range_bad (t, size - 4096, 8192, size, 4096, "beyond the end");
+    range_bad (t, size, 4096, size, 4096, "beyond the end");
+    range_bad (t, UINT64_C (1) << 40, 4096, size, 4096, "beyond the end");
+    /* offset + count wraps to something small. */
+    range_bad (t, UINT64_MAX - 4095, 8192, size, 4096, "overflows");
+    range_bad (t, UINT64_MAX, 1, UINT64_MAX, 4096, "overflows");
+    range_bad (t, UINT64_MAX - 4095, 8192, UINT64_MAX, 4096, "overflows");
+  }
+  /* Not a wrap: ends exactly at UINT64_MAX. */
+  range_ok (REPL_MSG_WRITE, UINT64_MAX - 4096, 4096, UINT64_MAX, 4096);
+  range_bad (REPL_MSG_WRITE, 1, 4096, 4096, 512,
+             "WRITE: offset 1 + count 4096 beyond the end of the volume "
+             "(4096 bytes)");
+
+  /* WRITE, TRIM and ZERO need no alignment. */
+  range_ok (REPL_MSG_WRITE, 1, 513, size, 4096);
+  range_ok (REPL_MSG_TRIM, 1, 513, size, 4096);
+  range_ok (REPL_MSG_ZERO, 1, 513, size, 4096);
+
+  /* RESYNC_DATA: aligned start, aligned end or end of volume. */
+  range_ok (REPL_MSG_RESYNC_DATA, 65536, 65536, size, 65536);
+  range_ok (REPL_MSG_RESYNC_DATA, 65536, 131072, size, 65536);
+  range_bad (REPL_MSG_RESYNC_DATA, 4096, 65536, size, 65536,
+             "RESYNC_DATA: offset 4096 not a multiple of the granularity "
+             "65536");
+  range_bad (REPL_MSG_RESYNC_DATA, 512, 512, size, 1024,
+             "offset 512 not a multiple");
+  range_bad (REPL_MSG_RESYNC_DATA, 65536, 4096, size, 65536,
+             "RESYNC_DATA: end 69632 neither a multiple of the granularity "
+             "65536 nor the end of the volume");
+  range_bad (REPL_MSG_RESYNC_DATA, 0, 65537, size, 65536, "end 65537");
+  /* Short last chunk: volume of 10 full chunks and 1000 bytes. */
+  range_ok (REPL_MSG_RESYNC_DATA, 10 * 4096, 1000, 10 * 4096 + 1000, 4096);
+  range_ok (REPL_MSG_RESYNC_DATA, 8 * 4096, 2 * 4096 + 1000,
+            10 * 4096 + 1000, 4096);
+  range_bad (REPL_MSG_RESYNC_DATA, 10 * 4096, 999, 10 * 4096 + 1000, 4096,
+             "end 41959 neither");
+  range_bad (REPL_MSG_RESYNC_DATA, 10 * 4096, 1001, 10 * 4096 + 1000, 4096,
+             "beyond the end");
+  /* A volume smaller than one chunk. */
+  range_ok (REPL_MSG_RESYNC_DATA, 0, 1000, 1000, 4096);
+
+  /* Other types always pass, whatever their offset. */
+  wire_hdr_init (&h, REPL_MSG_RESYNC_START, 0, 0, 0, 0, UINT64_MAX);
+  ck_assert_int_eq (wire_check_range (&h, 4096, 4096, NULL, 0), 0);
+  wire_hdr_init (&h, REPL_MSG_ACK, 0, 0, 0, UINT64_MAX, UINT64_MAX);
+  ck_assert_int_eq (wire_check_range (&h, 0, 4096, NULL, 0), 0);
+}
+END_TEST
+
+static void
+valid_hello (struct repl_hello *hello)
+{
+  memset (hello, 0, sizeof *hello);
+  hello->version = REPL_PROTO_VERSION;
+  hello->features = 0;
+  hello->node_id = 3;
+  hello->peer_id = 7;
+  hello->role = REPL_ROLE_PRIMARY;
+  hello->disk_state = REPL_DISK_UPTODATE;
+  hello->size = UINT64_C (0x0000012345678000);
+  strcpy (hello->resource, "r0");
+}
+
+START_TEST (test_hello_round_trip)
+{
+  static const uint8_t want[REPL_HELLO_SIZE] = {
+    0, 0, 0, 1,                 /* version */
+    0, 0, 0, 0,                 /* features */
+    0, 0, 0, 3,                 /* node_id */
+    0, 0, 0, 7,                 /* peer_id */
+    0, 0, 0, 1,                 /* role primary */
+    0, 0, 0, 2,                 /* UpToDate */
+    0x00, 0x00, 0x01, 0x23, 0x45, 0x67, 0x80, 0x00, /* size */
+    'r', '0',                   /* resource, rest zero */
+  };
+  struct repl_hello in, out;
+  uint8_t buf[REPL_HELLO_SIZE];
+  char err[256] = "";
+  char longname[REPL_RESOURCE_MAX];
+  unsigned role, ds;
+
+  valid_hello (&in);
+  memset (buf, 0xaa, sizeof buf);
+  wire_encode_hello (&in, buf);
+  ck_assert_mem_eq (buf, want, REPL_HELLO_SIZE);
+  memset (&out, 0xaa, sizeof out);
+  ck_assert_msg (wire_decode_hello (buf, sizeof buf, &out, err, sizeof err)
+                 == 0, "%s", err);
+  ck_assert_uint_eq (out.version, in.version);
+  ck_assert_uint_eq (out.features, 0);
+  ck_assert_uint_eq (out.node_id, in.node_id);
+  ck_assert_uint_eq (out.peer_id, in.peer_id);
+  ck_assert_uint_eq (out.role, in.role);
+  ck_assert_uint_eq (out.disk_state, in.disk_state);
+  ck_assert_uint_eq (out.size, in.size);
+  ck_assert_mem_eq (out.resource, in.resource, REPL_RESOURCE_MAX);
+
+  /* Every role and disk state; longest resource name; extreme ids. */
+  memset (longname, 'a', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  for (role = 0; role <= REPL_ROLE_MAX; ++role)
+    for (ds = 0; ds <= REPL_DISK_STATE_MAX; ++ds) {
+      valid_hello (&in);
+      in.role = role;
+      in.disk_state = ds;
+      in.node_id = UINT32_MAX;
+      in.peer_id = 0;
+      in.size = UINT64_MAX;
+      strcpy (in.resource, longname);
+      wire_encode_hello (&in, buf);
+      ck_assert_int_eq (buf[REPL_HELLO_SIZE - 1], 0);
+      ck_assert_msg (wire_decode_hello (buf, sizeof buf, &out,
+                                        err, sizeof err) == 0, "%s", err);
+      ck_assert_uint_eq (out.role, role);
+      ck_assert_uint_eq (out.disk_state, ds);
+      ck_assert_uint_eq (out.node_id, UINT32_MAX);
+      ck_assert_uint_eq (out.size, UINT64_MAX);
+      ck_assert_str_eq (out.resource, longname);
+    }
+
+  /* Garbage after the NUL in the host struct does not reach the wire. */
+  valid_hello (&in);
+  memset (in.resource + 3, 'z', REPL_RESOURCE_MAX - 3);
+  wire_encode_hello (&in, buf);
+  ck_assert_mem_eq (buf, want, REPL_HELLO_SIZE);
+}
+END_TEST
+
+static void
+hello_bad (const uint8_t *buf, size_t len, const char *msg)
+{
+  struct repl_hello out;
+  char err[256] = "";
+
+  errno = 0;
+  ck_assert_int_eq (wire_decode_hello (buf, len, &out, err, sizeof err), -1);
+  ck_assert_int_eq (errno, EPROTO);
+  ck_assert_msg (strstr (err, msg) != NULL,
+                 "error \"%s\" does not contain \"%s\"", err, msg);
+  errno = 0;
+  ck_assert_int_eq (wire_decode_hello (buf, len, &out, NULL, 0), -1);
+  ck_assert_int_eq (errno, EPROTO);
+}
+
+START_TEST (test_hello_reject)
+{
+  struct repl_hello in;
+  uint8_t good[REPL_HELLO_SIZE + 1], buf[REPL_HELLO_SIZE + 1];
+  size_t i;
+
+  valid_hello (&in);
+  wire_encode_hello (&in, good);
+  good[REPL_HELLO_SIZE] = 0;
+
+  hello_bad (good, 0, "length 0 != 96");
+  hello_bad (good, REPL_HELLO_SIZE - 1, "length 95 != 96");
+  hello_bad (good, REPL_HELLO_SIZE + 1, "length 97 != 96");
+
+  memcpy (buf, good, sizeof buf);
+  buf[3] = 2;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 2");
+  buf[3] = 0;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 0");
+  buf[0] = 1; buf[3] = 1;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 16777217");
+
+  memcpy (buf, good, sizeof buf);
+  buf[7] = 1;
+  hello_bad (buf, REPL_HELLO_SIZE, "features 0x1");
+  memcpy (buf, good, sizeof buf);
+  buf[4] = 0x80;
+  hello_bad (buf, REPL_HELLO_SIZE, "features 0x80000000");
+
+  memcpy (buf, good, sizeof buf);
+  buf[19] = REPL_ROLE_MAX + 1;
+  hello_bad (buf, REPL_HELLO_SIZE, "role 2");
+  memset (buf + 16, 0xff, 4);
+  hello_bad (buf, REPL_HELLO_SIZE, "role 4294967295");
+
+  memcpy (buf, good, sizeof buf);
+  buf[23] = REPL_DISK_STATE_MAX + 1;
+  hello_bad (buf, REPL_HELLO_SIZE, "disk state 3");
+  buf[20] = 1;
+  hello_bad (buf, REPL_HELLO_SIZE, "disk state 16777219");
+
+  /* Resource: no NUL anywhere in its 64 bytes. */
+  memcpy (buf, good, sizeof buf);
+  memset (buf + 32, 'a', REPL_RESOURCE_MAX);
+  hello_bad (buf, REPL_HELLO_SIZE, "resource not NUL-terminated");
+
+  /* Empty resource. */
+  memcpy (buf, good, sizeof buf);
+  memset (buf + 32, 0, REPL_RESOURCE_MAX);
+  hello_bad (buf, REPL_HELLO_SIZE, "resource empty");
+
+  /* Junk after the NUL, at every position of the padding. */
+  for (i = 32 + 3; i < REPL_HELLO_SIZE; ++i) {
+    char msg[64];
+
+    memcpy (buf, good, sizeof buf);
+    buf[i] = 'x';
+    snprintf (msg, sizeof msg, "resource byte %zu after the NUL is 0x78",
+              i - 32);
+    hello_bad (buf, REPL_HELLO_SIZE, msg);
+  }
+  /* An empty name with junk after it is "empty" first. */
+  memcpy (buf, good, sizeof buf);
+  buf[32] = 0;
+  hello_bad (buf, REPL_HELLO_SIZE, "resource empty");
+}
+END_TEST
+
+/* xorshift64*: deterministic, seeded, good enough for fuzzing. */
+static uint64_t
+rng_next (uint64_t *s)
+{
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return *s * UINT64_C (2685821657736338717);
+}
+
+/* 100k random headers: never crash, and whatever is accepted re-encodes
+ * to the same bytes and obeys the rules of its type.  Most inputs are
+ * nudged towards validity (right magic, small type, plausible lengths)
+ * so that the later checks are reached too. */
+START_TEST (test_hdr_fuzz)
+{
+  uint64_t seed = UINT64_C (0x9e3779b97f4a7c15);
+  unsigned iter, accepted = 0, rejected = 0;
+
+  for (iter = 0; iter < 100000; ++iter) {
+    uint8_t buf[REPL_HDR_SIZE], buf2[REPL_HDR_SIZE];
+    struct repl_hdr h;
+    char err[128];
+    uint64_t r;
+    size_t i;
+    int ret;
+
+    for (i = 0; i < REPL_HDR_SIZE; i += 8) {
+      r = rng_next (&seed);
+      memcpy (buf + i, &r, 8);
+    }
+    r = rng_next (&seed);
+    if (r & 1) {                /* right magic */
+      buf[0] = 0x4e; buf[1] = 0x42; buf[2] = 0x52; buf[3] = 0x50;
+    }
+    if (r & 2) {                /* type 0..15 */
+      buf[4] = 0; buf[5] &= 0x0f;
+    }
+    if (r & 4) {                /* flags in the low two bits */
+      buf[6] = 0; buf[7] &= 0x03;
+    }
+    if (r & 8) {                /* length 0 or small */
+      buf[8] = buf[9] = 0;
+      if (r & 16)
+        buf[10] = buf[11] = 0;
+    }
+    if (r & 32)                 /* count == length */
+      memcpy (buf + 12, buf + 8, 4);
+    else if (r & 64)            /* count 0 */
+      memset (buf + 12, 0, 4);
+    if ((r & 0x380) == 0x380) { /* length = HELLO */
+      memset (buf + 8, 0, 4);
+      buf[11] = REPL_HELLO_SIZE;
+    }
+
+    err[0] = '\0';
+    errno = 0;
+    ret = wire_decode_hdr (buf, &h, err, sizeof err);
+    if (ret == 0) {
+      accepted++;
+      wire_encode_hdr (&h, buf2);
+      ck_assert_mem_eq (buf, buf2, REPL_HDR_SIZE);
+      ck_assert_uint_eq (h.magic, REPL_MAGIC);
+      ck_assert (h.type >= 1 && h.type <= REPL_MSG_TYPE_MAX);
+      ck_assert (h.length <= REPL_MAX_PAYLOAD);
+      ck_assert_uint_eq (h.flags & ~expect[h.type - 1].flags, 0);
+      ck_assert_str_ne (wire_type_name (h.type), "unknown");
+    }
+    else {
+      rejected++;
+      ck_assert_int_eq (ret, -1);
+      ck_assert_int_eq (errno, EPROTO);
+      ck_assert (err[0] != '\0');
+      ck_assert (memchr (err, '\0', sizeof err) != NULL);
+    }
+  }
+  /* The fuzzer must reach both outcomes, or it tests nothing. */
+  ck_assert_uint_gt (accepted, 100);
+  ck_assert_uint_gt (rejected, 10000);
+}
+END_TEST
+
+/* Random HELLO payloads: never crash; accepted ones re-encode the same. */
+START_TEST (test_hello_fuzz)
+{
+  uint64_t seed = UINT64_C (0x243f6a8885a308d3);
+  unsigned iter, accepted = 0;
+
+  for (iter = 0; iter < 20000; ++iter) {
+    uint8_t buf[REPL_HELLO_SIZE], buf2[REPL_HELLO_SIZE];
+    struct repl_hello hello;
+    uint64_t r;
+    size_t i, n;
+
+    for (i = 0; i < REPL_HELLO_SIZE; i += 8) {
+      r = rng_next (&seed);
+      memcpy (buf + i, &r, 8);
+    }
+    r = rng_next (&seed);
+    if (r & 1) {
+      memset (buf, 0, 8);
+      buf[3] = REPL_PROTO_VERSION;
+      memset (buf + 16, 0, 8);
+      buf[19] = (r >> 8) % 3;
+      buf[23] = (r >> 16) % 4;
+    }
+    if (r & 2) {
+      n = (r >> 24) % (REPL_RESOURCE_MAX + 1);
+      if (n < REPL_RESOURCE_MAX)
+        memset (buf + 32 + n, 0, REPL_RESOURCE_MAX - n);
+      for (i = 0; i < n; ++i)
+        if (buf[32 + i] == 0)
+          buf[32 + i] = 'a';
+    }
+
+    if (wire_decode_hello (buf, (r & 4) ? (r >> 32) % 200 : sizeof buf,
+                           &hello, NULL, 0) == 0) {
+      accepted++;
+      ck_assert_uint_le (hello.role, REPL_ROLE_MAX);
+      ck_assert_uint_le (hello.disk_state, REPL_DISK_STATE_MAX);
+      wire_encode_hello (&hello, buf2);
+      ck_assert_mem_eq (buf, buf2, REPL_HELLO_SIZE);
+    }
+  }
+  ck_assert_uint_gt (accepted, 100);
+}
+END_TEST
+
+static Suite *
+wire_suite (void)
+{
+  Suite *s = suite_create ("wire");
+  TCase *tc;
+
+  tc = tcase_create ("header");
+  tcase_set_timeout (tc, 30);
+  tcase_add_test (tc, test_type_names);
+  tcase_add_test (tc, test_hdr_layout);
+  tcase_add_test (tc, test_hdr_round_trip);
+  tcase_add_test (tc, test_hdr_extremes);
+  tcase_add_test (tc, test_hdr_bad_magic);
+  tcase_add_test (tc, test_hdr_bad_type);
+  tcase_add_test (tc, test_hdr_bad_flags);
+  tcase_add_test (tc, test_hdr_too_long);
+  tcase_add_test (tc, test_hdr_length_count);
+  tcase_add_test (tc, test_hdr_err_buffer);
+  suite_add_tcase (s, tc);
+
+  tc = tcase_create ("range");
+  tcase_set_timeout (tc, 30);
+  tcase_add_test (tc, test_check_range);
+  suite_add_tcase (s, tc);
+
+  tc = tcase_create ("hello");
+  tcase_set_timeout (tc, 30);
+  tcase_add_test (tc, test_hello_round_trip);
+  tcase_add_test (tc, test_hello_reject);
+  suite_add_tcase (s, tc);
+
+  /* Generous: valgrind slows the 100k iterations down a lot. */
+  tc = tcase_create ("fuzz");
+  tcase_set_timeout (tc, 300);
+  tcase_add_test (tc, test_hdr_fuzz);
+  tcase_add_test (tc, test_hello_fuzz);
+  suite_add_tcase (s, tc);
+
+  return s;
+}
+
+int
+main (void)
+{
+  SRunner *sr = srunner_create (wire_suite ());
+  int failed;
+
+  srunner_run_all (sr, CK_ENV);
+  failed = srunner_ntests_failed (sr);
+  srunner_free (sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
