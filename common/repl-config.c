@@ -39,6 +39,7 @@
   "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 #define HOST_CHARS NAME_CHARS
 #define HOST_MAX          253
+#define ADDR_KEY_MAX      (HOST_MAX + sizeof "[]:65535")
 #define CONTROL_PATH_MAX  (sizeof ((struct sockaddr_un *) 0)->sun_path - 1)
 
 /* State of one config_load call. */
@@ -47,7 +48,7 @@ struct loader {
   char *ld_dir;                 /* absolute directory holding the file */
   yaml_document_t ld_doc;
   bool ld_have_doc;
-  char *ld_addr_key[REPL_MAX_NODES]; /* normalised host:port per node */
+  char ld_addr_key[REPL_MAX_NODES][ADDR_KEY_MAX]; /* struct address key */
   char *ld_err;
   size_t ld_errlen;
   int ld_errno;                 /* errno for the caller on failure */
@@ -507,40 +508,47 @@ get_path (struct loader *ld, const char *where, const yaml_node_t *key,
   return 0;
 }
 
-/* Split "host:port" or "[v6addr]:port" into nc_host and nc_port, and
- * make *addr_key, the form two nodes are compared by: host name in
- * lower case, IPv6 address in canonical text, so that "[::1]:7789" and
- * "[0::1]:7789" are seen to be the same place.  Returns the reason the
- * address is refused, or NULL. */
+/* An address taken apart by split_address.  host and port point into
+ * the value; key is the form two nodes are compared by: host name in
+ * lower case, IPv6 address in canonical text, port without zeros, so
+ * that "[::1]:7789" and "[0::1]:7789" are seen to be the same place. */
+struct address {
+  const char *host;             /* without brackets, hostlen bytes */
+  size_t hostlen;
+  const char *port;
+  char key[ADDR_KEY_MAX];
+};
+
+/* Check "host:port" or "[v6addr]:port".  Returns the reason the address
+ * is refused, or NULL. */
 static const char *
-split_address (const char *s, struct repl_node_cfg *nc, char **addr_key)
+split_address (const char *s, struct address *a)
 {
-  const char *host, *port, *end, *zone;
-  size_t hostlen, i;
-  unsigned long portnum;
-  char canon[INET6_ADDRSTRLEN + 1], buf[INET6_ADDRSTRLEN + 1];
+  const char *end, *zone = NULL;
+  size_t i, iplen;
+  unsigned long port;
+  char ip[INET6_ADDRSTRLEN + 1], canon[INET6_ADDRSTRLEN + 1];
   unsigned char bin[sizeof (struct in6_addr)];
-  CLEANUP_FREE char *lower = NULL;
 
   if (s[0] == '[') {
-    host = s + 1;
-    end = strchr (host, ']');
+    a->host = s + 1;
+    end = strchr (a->host, ']');
     if (end == NULL || end[1] != ':')
       return "expected [v6addr]:port";
-    hostlen = end - host;
-    port = end + 2;
+    a->hostlen = end - a->host;
+    a->port = end + 2;
     /* An optional zone, "fe80::1%eth0", for link-local addresses. */
-    zone = memchr (host, '%', hostlen);
-    i = zone ? (size_t) (zone - host) : hostlen;
-    if (i >= sizeof buf)
+    zone = memchr (a->host, '%', a->hostlen);
+    iplen = zone ? (size_t) (zone - a->host) : a->hostlen;
+    if (iplen >= sizeof ip)
       return "not an IPv6 address in the brackets";
-    memcpy (buf, host, i);
-    buf[i] = '\0';
-    if (inet_pton (AF_INET6, buf, bin) != 1 ||
+    memcpy (ip, a->host, iplen);
+    ip[iplen] = '\0';
+    if (inet_pton (AF_INET6, ip, bin) != 1 ||
         inet_ntop (AF_INET6, bin, canon, sizeof canon) == NULL)
       return "not an IPv6 address in the brackets";
-    if (zone && (hostlen - i < 2 ||
-                 strspn (zone + 1, HOST_CHARS) != hostlen - i - 1))
+    if (zone && (a->hostlen - iplen < 2 || a->hostlen > HOST_MAX ||
+                 strspn (zone + 1, HOST_CHARS) != a->hostlen - iplen - 1))
       return "bad IPv6 zone after '%'";
   }
   else {
@@ -548,48 +556,38 @@ split_address (const char *s, struct repl_node_cfg *nc, char **addr_key)
     if (end == NULL)
       return "no port, expected host:port";
     if (strchr (end + 1, ':'))
-      return "an IPv6 address needs brackets, [v6addr]:port";
-    host = s;
-    hostlen = end - s;
-    port = end + 1;
-    zone = NULL;
-    if (hostlen == 0)
+      return "an IPv6 address needs brackets, '[v6addr]:port'";
+    a->host = s;
+    a->hostlen = end - s;
+    a->port = end + 1;
+    if (a->hostlen == 0)
       return "empty host, expected host:port";
-    if (hostlen > HOST_MAX || strspn (host, HOST_CHARS) < hostlen)
+    if (a->hostlen > HOST_MAX || strspn (s, HOST_CHARS) < a->hostlen)
       return "not a host name or IPv4 address";
     /* All digits and dots is meant as IPv4: "10.0.0.256" is an error,
      * not a host name for the resolver to puzzle over later. */
-    if (strspn (host, "0123456789.") == hostlen) {
-      if (hostlen >= sizeof buf)
+    if (strspn (s, "0123456789.") == a->hostlen) {
+      if (a->hostlen >= sizeof ip)
         return "not a valid IPv4 address";
-      memcpy (buf, host, hostlen);
-      buf[hostlen] = '\0';
-      if (inet_pton (AF_INET, buf, bin) != 1)
+      memcpy (ip, s, a->hostlen);
+      ip[a->hostlen] = '\0';
+      if (inet_pton (AF_INET, ip, bin) != 1)
         return "not a valid IPv4 address";
     }
   }
-  if (!parse_decimal (port, &portnum))
+  if (!parse_decimal (a->port, &port))
     return "port is not a decimal number";
-  if (portnum < 1 || portnum > 65535)
+  if (port < 1 || port > 65535)
     return "port out of range 1..65535";
 
-  nc->nc_host = strndup (host, hostlen);
-  nc->nc_port = strdup (port);
-  lower = strndup (host, hostlen);
-  if (nc->nc_host == NULL || nc->nc_port == NULL || lower == NULL)
-    return "out of memory";
-  for (i = 0; i < hostlen; i++)
-    if (lower[i] >= 'A' && lower[i] <= 'Z')
-      lower[i] += 'a' - 'A';
-  if (s[0] == '[') {
-    if (asprintf (addr_key, "[%s%s]:%lu", canon, zone ? strchr (lower, '%') : "",
-                  portnum) == -1)
-      *addr_key = NULL;
-  }
-  else if (asprintf (addr_key, "%s:%lu", lower, portnum) == -1)
-    *addr_key = NULL;
-  if (*addr_key == NULL)
-    return "out of memory";
+  if (s[0] == '[')
+    snprintf (a->key, sizeof a->key, "[%s%.*s]:%lu", canon,
+              zone ? (int) (a->hostlen - iplen) : 0, zone ? zone : "", port);
+  else
+    snprintf (a->key, sizeof a->key, "%.*s:%lu", (int) a->hostlen, s, port);
+  for (i = 0; a->key[i] != '\0'; i++)
+    if (a->key[i] >= 'A' && a->key[i] <= 'Z')
+      a->key[i] += 'a' - 'A';
   return NULL;
 }
 
@@ -703,6 +701,39 @@ peek_name (struct loader *ld, const yaml_node_t *map)
   return NULL;
 }
 
+/* Node i against the nodes before it: name, id and address must each
+ * be unique, or two engines would answer to one name or port. */
+static int
+check_unique (struct loader *ld, const struct repl_config *cfg, size_t i,
+              const char *where, yaml_node_t *const *vals)
+{
+  const struct repl_node_cfg *nc = &cfg->cf_nodes[i], *other;
+  size_t j;
+
+  for (j = 0; j < i; j++) {
+    other = &cfg->cf_nodes[j];
+    if (strcmp (other->nc_name, nc->nc_name) == 0) {
+      load_error (ld, node_line (vals[NODE_NAME]),
+                  "%sname: duplicate %s, also used by nodes[%zu]",
+                  where, nc->nc_name, j);
+      return -1;
+    }
+    if (other->nc_id == nc->nc_id) {
+      load_error (ld, node_line (vals[NODE_ID]),
+                  "%sid: duplicate %u, also used by %s",
+                  where, nc->nc_id, other->nc_name);
+      return -1;
+    }
+    if (strcmp (ld->ld_addr_key[j], ld->ld_addr_key[i]) == 0) {
+      load_error (ld, node_line (vals[NODE_ADDRESS]),
+                  "%saddress: duplicate %s, also used by %s",
+                  where, nc->nc_address, other->nc_name);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int
 parse_node (struct loader *ld, struct repl_config *cfg, size_t i,
             const yaml_node_t *map)
@@ -711,8 +742,9 @@ parse_node (struct loader *ld, struct repl_config *cfg, size_t i,
   yaml_node_t *keys[NODE_NKEYS], *vals[NODE_NKEYS];
   char where[REPL_NAME_MAX + 32];
   const char *name, *s, *why;
+  struct address addr;
   unsigned long id;
-  size_t j, k;
+  size_t k;
 
   if (map->type != YAML_MAPPING_NODE) {
     load_error (ld, node_line (map),
@@ -739,14 +771,6 @@ parse_node (struct loader *ld, struct repl_config *cfg, size_t i,
 
   if (get_name (ld, where, keys[NODE_NAME], vals[NODE_NAME], &nc->nc_name) == -1)
     return -1;
-  for (j = 0; j < i; j++) {
-    if (strcmp (cfg->cf_nodes[j].nc_name, nc->nc_name) == 0) {
-      load_error (ld, node_line (vals[NODE_NAME]),
-                  "%sname: duplicate %s, also used by nodes[%zu]",
-                  where, nc->nc_name, j);
-      return -1;
-    }
-  }
 
   if (get_number_text (ld, where, keys[NODE_ID], vals[NODE_ID], &s) == -1)
     return -1;
@@ -761,38 +785,25 @@ parse_node (struct loader *ld, struct repl_config *cfg, size_t i,
     return -1;
   }
   nc->nc_id = id;
-  for (j = 0; j < i; j++) {
-    if (cfg->cf_nodes[j].nc_id == nc->nc_id) {
-      load_error (ld, node_line (vals[NODE_ID]),
-                  "%sid: duplicate %u, also used by %s",
-                  where, nc->nc_id, cfg->cf_nodes[j].nc_name);
-      return -1;
-    }
-  }
 
   if (get_text (ld, where, keys[NODE_ADDRESS], vals[NODE_ADDRESS], &s) == -1)
     return -1;
-  why = split_address (s, nc, &ld->ld_addr_key[i]);
+  why = split_address (s, &addr);
   if (why) {
     load_error (ld, node_line (vals[NODE_ADDRESS]), "%saddress: '%s': %s",
                 where, s, why);
-    if (strcmp (why, "out of memory") == 0)
-      ld->ld_errno = ENOMEM;
     return -1;
   }
   nc->nc_address = strdup (s);
-  if (nc->nc_address == NULL) {
+  nc->nc_host = strndup (addr.host, addr.hostlen);
+  nc->nc_port = strdup (addr.port);
+  if (nc->nc_address == NULL || nc->nc_host == NULL || nc->nc_port == NULL) {
     load_oom (ld);
     return -1;
   }
-  for (j = 0; j < i; j++) {
-    if (strcmp (ld->ld_addr_key[j], ld->ld_addr_key[i]) == 0) {
-      load_error (ld, node_line (vals[NODE_ADDRESS]),
-                  "%saddress: duplicate %s, also used by %s",
-                  where, s, cfg->cf_nodes[j].nc_name);
-      return -1;
-    }
-  }
+  strcpy (ld->ld_addr_key[i], addr.key);
+  if (check_unique (ld, cfg, i, where, vals) == -1)
+    return -1;
 
   if (get_path (ld, where, keys[NODE_DISK], vals[NODE_DISK], &nc->nc_disk) == -1)
     return -1;
@@ -921,7 +932,7 @@ config_load (const char *path, struct repl_config *cfg, char *err, size_t errlen
     .ld_path = path, .ld_err = err, .ld_errlen = errlen, .ld_errno = EINVAL,
   };
   CLEANUP_FREE unsigned char *buf = NULL;
-  size_t len, i;
+  size_t len;
   int r = -1;
 
   assert (path != NULL);
@@ -951,8 +962,6 @@ config_load (const char *path, struct repl_config *cfg, char *err, size_t errlen
   if (ld.ld_have_doc)
     yaml_document_delete (&ld.ld_doc);
   free (ld.ld_dir);
-  for (i = 0; i < REPL_MAX_NODES; i++)
-    free (ld.ld_addr_key[i]);
   if (r == -1) {
     config_free (cfg);
     errno = ld.ld_errno;

@@ -13,7 +13,8 @@
  *   nodes:                       # 1..REPL_MAX_NODES entries
  *     - name: alpha              # [A-Za-z0-9_.-], 1..63 chars, unique
  *       id: 0                    # 0..REPL_MAX_NODE_ID, unique
- *       address: 10.0.0.1:7789   # host:port or [v6addr]:port, unique
+ *       address: 10.0.0.1:7789   # host:port or '[v6addr]:port' (quoted:
+ *                                #   a bare [ starts a YAML list), unique
  *       disk: /dev/vg/r0         # backing file or block device
  *       control: /run/nbdrepl/r0-alpha.sock   # optional
  *
@@ -56,9 +57,11 @@ struct repl_config {
   struct repl_node_cfg cf_nodes[REPL_MAX_NODES];
 };
 
-/* Parse and validate the file.  On success returns 0 and fills *cfg (free
- * it with config_free).  On failure returns -1, leaves nothing allocated
- * and writes one line into err, for example
+/* Parse and validate the file.  *cfg need not be initialised.  On success
+ * returns 0 and fills *cfg (free it with config_free).  On failure returns
+ * -1 with errno set (open/read's errno, ENOMEM, or EINVAL for anything
+ * wrong in the file), leaves *cfg zeroed and nothing allocated, and
+ * writes one line into err (if errlen > 0), for example
  *   "r0.yaml:9: nodes[1] (beta): address: duplicate 127.0.0.1:7789, also used by alpha"
  *   "r0.yaml:4: unknown key 'protocl'"
  *   "r0.yaml: cannot open: No such file or directory"

@@ -1,0 +1,171 @@
+# nbdrepl: shared helpers for the shell tests.  Source it first:
+#   source ./functions.sh
+# Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+#
+# Every test runs real nbdkit processes on loopback ports it picks
+# itself, in a private temporary directory, and stops exactly the
+# processes it started (by pid) when it exits, however it exits.
+
+set -e
+set -u
+set -o pipefail
+
+builddir="${builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+PLUGIN="$builddir/plugins/repl/.libs/nbdkit-repl-plugin.so"
+REPLCTL="$builddir/client/replctl"
+test_name="$(basename "$0" .sh)"
+
+# Debian's nbdsh is a Python script that needs the system interpreter
+# (the nbd module is not in other Pythons that may come first in PATH).
+nbdsh () { /usr/bin/python3 -m nbd "$@"; }
+
+fail () { echo "$test_name: FAIL: $*" >&2; exit 1; }
+info () { echo "$test_name: $*"; }
+
+# requires CMD...: skip (exit 77) when a tool is truly absent.
+requires ()
+{
+    if ! "$@" >/dev/null 2>&1; then
+        echo "$test_name: '$*' failed: skipping this test"
+        exit 77
+    fi
+}
+
+_cleanup_fns=()
+cleanup_fn () { _cleanup_fns+=("$*"); }
+_run_cleanup ()
+{
+    local status=$? i
+    set +e
+    for (( i=${#_cleanup_fns[@]}-1; i>=0; i-- )); do
+        eval "${_cleanup_fns[$i]}"
+    done
+    if [ $status -ne 0 ] && [ $status -ne 77 ] && [ -n "${tmpdir:-}" ]; then
+        # Show what the nodes said, to diagnose the failure.
+        for f in "$tmpdir"/*.log; do
+            [ -f "$f" ] || continue
+            echo "---- $f"; tail -n 40 "$f"
+        done
+    fi
+    [ -n "${tmpdir:-}" ] && [ -z "${KEEP_TMPDIR:-}" ] && rm -rf "$tmpdir"
+    exit $status
+}
+trap _run_cleanup EXIT
+trap 'exit 130' INT TERM
+
+tmpdir="$(mktemp -d "/tmp/nbdrepl-$test_name.XXXXXX")"
+
+# free_port: print a TCP port on 127.0.0.1 that nobody listens on now.
+free_port ()
+{
+    /usr/bin/python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# make_config N [PROTOCOL [SIZE]]: write $tmpdir/r0.yaml for nodes
+# node0..node(N-1), each with a SIZE (default 64M) disk of zeroes and a
+# control socket in $tmpdir.  Sets NBD_PORT_<name> for each node.
+declare -A NBD_PORT PID
+make_config ()
+{
+    local n=$1 protocol=${2:-C} size=${3:-64M} i
+    CONFIG="$tmpdir/r0.yaml"
+    {
+        echo "resource: r0"
+        echo "protocol: $protocol"
+        echo "net:"
+        echo "  ping-interval: 0.5"
+        echo "  ping-timeout: 3"
+        echo "  timeout: 4"
+        echo "  connect-retry-max: 0.5"
+        echo "nodes:"
+        for (( i=0; i<n; i++ )); do
+            echo "  - name: node$i"
+            echo "    id: $i"
+            echo "    address: 127.0.0.1:$(free_port)"
+            echo "    disk: node$i.img"
+            echo "    control: node$i.sock"
+            truncate -s "$size" "$tmpdir/node$i.img"
+            NBD_PORT[node$i]=$(free_port)
+        done
+    } > "$CONFIG"
+}
+
+disk () { echo "$tmpdir/$1.img"; }
+sock () { echo "$tmpdir/$1.sock"; }
+uri () { echo "nbd://127.0.0.1:${NBD_PORT[$1]}"; }
+
+# start_node NAME [PLUGIN-ARGS...]: start nbdkit for a node and wait
+# (bounded) until its control socket answers.
+start_node ()
+{
+    local name=$1 i; shift
+    rm -f "$(sock "$name")"
+    nbdkit -f --exit-with-parent -p "${NBD_PORT[$name]}" \
+        "$PLUGIN" config="$CONFIG" node="$name" "$@" \
+        >>"$tmpdir/$name.log" 2>&1 &
+    PID[$name]=$!
+    cleanup_fn "stop_node $name"
+    for (( i=0; i<100; i++ )); do
+        if "$REPLCTL" -s "$(sock "$name")" status >/dev/null 2>&1; then
+            return 0
+        fi
+        kill -0 "${PID[$name]}" 2>/dev/null ||
+            fail "node $name exited during start: $(tail -n 5 "$tmpdir/$name.log")"
+        sleep 0.1
+    done
+    fail "node $name: control socket did not answer within 10 s"
+}
+
+# stop_node NAME: SIGTERM the node we started, and reap it.
+stop_node ()
+{
+    local name=$1 pid=${PID[$1]:-}
+    [ -n "$pid" ] || return 0
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    PID[$name]=
+}
+
+# kill_node NAME: SIGKILL, as a crash.
+kill_node ()
+{
+    local name=$1 pid=${PID[$1]:-}
+    [ -n "$pid" ] || return 0
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    PID[$name]=
+}
+
+status_json () { "$REPLCTL" -s "$(sock "$1")" status --json; }
+
+# wait_for NAME JQ-EXPR [SECONDS]: poll the node's status (every 0.1 s,
+# at most SECONDS, default 30) until the jq expression is true.
+wait_for ()
+{
+    local name=$1 expr=$2 secs=${3:-30} i
+    for (( i=0; i<secs*10; i++ )); do
+        if status_json "$name" 2>/dev/null | jq -e "$expr" >/dev/null; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    status_json "$name" >&2 || true
+    fail "node $name: '$expr' not true within $secs s"
+}
+
+# wait_uptodate PRIMARY: every peer of PRIMARY connected and UpToDate.
+wait_uptodate ()
+{
+    wait_for "$1" '[.peers[] | .connection == "Connected" and .disk == "UpToDate" and .replication == "Established" and .out_of_sync_bytes == 0] | all' "${2:-60}"
+}
+
+# same_disks NAME...: every named node's disk is byte-identical to the first.
+same_disks ()
+{
+    local first=$1 n; shift
+    for n in "$@"; do
+        cmp "$(disk "$first")" "$(disk "$n")" ||
+            fail "disks of $first and $n differ"
+    done
+}
