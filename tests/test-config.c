@@ -8,6 +8,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,18 +21,44 @@
 
 #include "repl-config.h"
 
+static char topdir[PATH_MAX];           /* holds every test's directory */
 static char tmpdir[PATH_MAX];           /* realpath of this test's directory */
 static char cfgpath[PATH_MAX + 64];     /* tmpdir/r0.yaml */
 static char err[512];
 
+/* Run once in the parent, so that the directories of tests that failed
+ * (in fork mode a failed test never reaches teardown) are removed too. */
+static void
+suite_setup (void)
+{
+  const char *t = getenv ("TMPDIR");
+
+  snprintf (topdir, sizeof topdir, "%s/test-config.XXXXXX", t && *t ? t : "/tmp");
+  if (mkdtemp (topdir) == NULL) {
+    perror (topdir);
+    exit (EXIT_FAILURE);
+  }
+}
+
+static int
+remove_one (const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+  return remove (path) == 0 ? 0 : -1;
+}
+
+static void
+suite_teardown (void)
+{
+  if (nftw (topdir, remove_one, 16, FTW_DEPTH | FTW_PHYS) == -1)
+    perror (topdir);
+}
+
 static void
 setup (void)
 {
-  const char *t = getenv ("TMPDIR");
-  char tmpl[PATH_MAX];
+  char tmpl[PATH_MAX + 16];
 
-  snprintf (tmpl, sizeof tmpl, "%s/test-config.XXXXXX",
-            t && *t ? t : "/tmp");
+  snprintf (tmpl, sizeof tmpl, "%s/t.XXXXXX", topdir);
   ck_assert_msg (mkdtemp (tmpl) != NULL, "mkdtemp: %s: %m", tmpl);
   /* realpath, since the loader resolves the directory (/tmp may be a
    * symlink) and the tests compare absolute paths with it. */
@@ -830,6 +857,7 @@ config_suite (void)
   Suite *s = suite_create ("config");
   TCase *tc = tcase_create ("config");
 
+  tcase_add_unchecked_fixture (tc, suite_setup, suite_teardown);
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_set_timeout (tc, 30);
   tcase_add_test (tc, test_minimal_defaults);
