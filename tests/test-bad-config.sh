@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# A bad configuration stops nbdkit at start-up, quickly, with a clear
+# error naming the key and the value.  Two nodes whose disks differ in
+# size are each valid on their own, but must never connect.
+source "$(dirname "$0")/functions.sh"
+requires jq --version
+
+port0=$(free_port)
+port1=$(free_port)
+truncate -s 16M "$tmpdir/node0.img" "$tmpdir/node1.img"
+
+# write_config FILE: a good two-node configuration on stdout, edited
+# by the sed expressions in "$@" (if any).
+write_config ()
+{
+    local file=$1; shift
+    {
+        echo "resource: r0"
+        echo "protocol: C"
+        echo "nodes:"
+        echo "  - name: node0"
+        echo "    id: 0"
+        echo "    address: 127.0.0.1:$port0"
+        echo "    disk: node0.img"
+        echo "    control: node0.sock"
+        echo "  - name: node1"
+        echo "    id: 1"
+        echo "    address: 127.0.0.1:$port1"
+        echo "    disk: node1.img"
+        echo "    control: node1.sock"
+    } | if [ $# -gt 0 ]; then sed "$@"; else cat; fi > "$file"
+}
+
+ncases=0
+# bad CASE CONFIG NODE EXPECTED...: nbdkit with this configuration must
+# exit non-zero within 10 s, printing every EXPECTED string.
+bad ()
+{
+    local name=$1 config=$2 node=$3 out="$tmpdir/$1.out" rc=0 s; shift 3
+    timeout 10 nbdkit -f --exit-with-parent -p "$(free_port)" \
+        "$PLUGIN" config="$config" node="$node" >"$out" 2>&1 || rc=$?
+    [ "$rc" -ne 124 ] || fail "$name: nbdkit still running after 10 s"
+    [ "$rc" -ne 0 ] || fail "$name: nbdkit exited with status 0"
+    for s in "$@"; do
+        grep -qF -- "$s" "$out" ||
+            fail "$name: the error does not say '$s': $(cat "$out")"
+    done
+    # Nothing was left behind that a good start would create.
+    [ ! -e "$tmpdir/node0.sock" ] || fail "$name: control socket left behind"
+    info "$name: $(head -n 1 "$out")"
+    ncases=$((ncases + 1))
+}
+
+c="$tmpdir/bad.yaml"
+
+write_config "$c" 's/^protocol: C/protocl: C/'
+bad unknown-key "$c" node0 "unknown key 'protocl'" "bad.yaml:2"
+
+write_config "$c" '0,/    disk: node0.img/s//    disc: node0.img/'
+bad unknown-node-key "$c" node0 "unknown key 'disc'" "nodes[0] (node0)"
+
+write_config "$c" 's/    id: 1/    id: 0/'
+bad duplicate-id "$c" node0 "nodes[1] (node1): id: duplicate 0, also used by node0"
+
+write_config "$c" "s/127.0.0.1:$port1/127.0.0.1:$port0/"
+bad duplicate-address "$c" node0 \
+    "nodes[1] (node1): address: duplicate 127.0.0.1:$port0, also used by node0"
+
+write_config "$c" 's/name: node1/name: node0/'
+bad duplicate-name "$c" node0 "name: duplicate node0"
+
+write_config "$c"
+bad no-such-node "$c" node7 "node=node7: no such node in the configuration" \
+    "nodes: node0, node1"
+
+write_config "$c" 's/node0.img/missing.img/'
+bad missing-disk "$c" node0 "disk $tmpdir/missing.img: No such file or directory"
+
+printf 'resource: r0\nnodes: [ { name: node0, id: 0\n' > "$c"
+bad malformed-yaml "$c" node0 "bad.yaml" "YAML syntax error"
+
+printf 'resource: r0\n\tnodes:\n' > "$c"
+bad tab-yaml "$c" node0 "bad.yaml:2"
+
+bad no-config-file "$tmpdir/nonexistent.yaml" node0 \
+    "nonexistent.yaml: cannot open: No such file or directory"
+
+mkdir "$tmpdir/dir.yaml"
+bad config-is-a-directory "$tmpdir/dir.yaml" node0 \
+    "dir.yaml: cannot read: Is a directory"
+
+write_config "$c" 's/^protocol: C/protocol: D/'
+bad bad-protocol "$c" node0 "protocol: 'D' is not A, B or C"
+
+write_config "$c" "/address: 127.0.0.1:$port1/d"
+bad missing-address "$c" node0 "nodes[1] (node1): missing required key 'address'"
+
+write_config "$c" '/^resource:/d'
+bad missing-resource "$c" node0 "missing required key 'resource'"
+
+write_config "$c" 's/    id: 1/    id: 32/'
+bad id-out-of-range "$c" node0 "nodes[1] (node1): id: 32 out of range 0..31"
+
+write_config "$c" 's/    id: 1/    id: -1/'
+bad id-negative "$c" node0 "id: '-1'"
+
+write_config "$c" "s/127.0.0.1:$port1/127.0.0.1:70000/"
+bad port-out-of-range "$c" node0 "address: '127.0.0.1:70000'"
+
+# The same file, untouched, does start: the failures above are the edits.
+CONFIG="$tmpdir/good.yaml"
+write_config "$CONFIG"
+NBD_PORT[node0]=$(free_port)
+NBD_PORT[node1]=$(free_port)
+start_node node0 role=primary
+start_node node1
+wait_uptodate node0 20
+stop_node node1
+stop_node node0
+info "$ncases bad configurations refused; the good one starts"
+# Keep the logs of the next part apart from these.
+mv "$tmpdir/node0.log" "$tmpdir/good-node0.log"
+mv "$tmpdir/node1.log" "$tmpdir/good-node1.log"
+
+# ---- disks of different sizes ----------------------------------------
+# Each node is valid on its own and starts, but they must never connect.
+truncate -s 8M "$tmpdir/node1.img"
+start_node node0 role=primary
+start_node node1
+refusal="disks must be the same size"
+wait_for node0 ".peers[0].connection != \"Connected\" and
+                (.peers[0].last_error | contains(\"$refusal\"))" 10
+wait_for node1 ".peers[0].connection != \"Connected\" and
+                (.peers[0].last_error | contains(\"$refusal\"))" 10
+for n in node0 node1; do
+    grep -F "refusing connection: peer's disk is" "$tmpdir/$n.log" |
+        grep -qF "$refusal" || fail "$n's log does not say why it refuses"
+done
+grep -qF "peer's disk is 8388608 bytes, ours ($tmpdir/node0.img) is 16777216 bytes" \
+    "$tmpdir/node0.log" || fail "node0's log does not give both sizes"
+grep -qF "peer's disk is 16777216 bytes, ours ($tmpdir/node1.img) is 8388608 bytes" \
+    "$tmpdir/node1.log" || fail "node1's log does not give both sizes"
+
+# They keep retrying, and keep refusing: still not connected 3 s
+# later (the dialler retries at least every 2 s, connect-retry-max's
+# default).
+conn_seen=0
+for (( i=0; i<30; i++ )); do
+    if status_json node0 | jq -e '.peers[0].connection == "Connected"' >/dev/null ||
+       status_json node1 | jq -e '.peers[0].connection == "Connected"' >/dev/null; then
+        conn_seen=1
+        break
+    fi
+    sleep 0.1
+done
+[ "$conn_seen" -eq 0 ] || fail "nodes with disks of different sizes connected"
+! grep -q "peer node[01]: connected" "$tmpdir/node0.log" "$tmpdir/node1.log" ||
+    fail "a log says the nodes connected"
+info "ok"
