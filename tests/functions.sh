@@ -18,6 +18,11 @@ test_name="$(basename "$0" .sh)"
 # Debian's nbdsh is a Python script that needs the system interpreter
 # (the nbd module is not in other Pythons that may come first in PATH).
 nbdsh () { /usr/bin/python3 -m nbd "$@"; }
+export -f nbdsh
+
+# timed SECS CMD...: run CMD (a program or one of the functions above)
+# and kill it if it takes longer than SECS.
+timed () { local secs=$1; shift; timeout "$secs" bash -c '"$@"' timed "$@"; }
 
 fail () { echo "$test_name: FAIL: $*" >&2; exit 1; }
 info () { echo "$test_name: $*"; }

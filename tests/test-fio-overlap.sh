@@ -15,14 +15,15 @@ fio_overlap ()
 {
     local name=$1 runtime=$2 json="$tmpdir/$1.json" writes
     # 4 jobs x iodepth 8 = 32 requests in flight over 8 MiB; request
-    # sizes 512 B .. 64 KiB at 512-byte (not 4 KiB) alignment, each
+    # sizes 1 B .. 64 KiB at any byte offset (NBD and the plugin allow
+    # byte granularity; so does fio with bs_unaligned and ba=1), each
     # with fresh random data (refill_buffers) so any reordering between
     # replicas shows up; norandommap so blocks are hit again and again.
     # time_based stops it after RUNTIME s, number_ios caps each job.
     timeout $((runtime + 30)) \
         fio --name="$name" --ioengine=nbd --uri="$(uri node0)" \
-            --rw=randwrite --bsrange=512-64k --bs_unaligned=1 \
-            --blockalign=512 --size=8M --numjobs=4 --iodepth=8 \
+            --rw=randwrite --bsrange=1-64k --bs_unaligned=1 \
+            --blockalign=1 --size=8M --numjobs=4 --iodepth=8 \
             --norandommap=1 --refill_buffers=1 \
             --time_based=1 --runtime="$runtime" --number_ios=200000 \
             --output-format=json --output="$json" ||
