@@ -47,7 +47,8 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_RESYNC_START] = { "RESYNC_START", 0, WIRE_PAYLOAD_NONE, false },
   [REPL_MSG_RESYNC_DATA] =  { "RESYNC_DATA", 0, WIRE_PAYLOAD_COUNT, true },
   [REPL_MSG_RESYNC_DONE] =  { "RESYNC_DONE", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_ACK] =          { "ACK", 0, WIRE_PAYLOAD_NONE, false },
+  [REPL_MSG_ACK] =          { "ACK", REPL_FLAG_RECEIVED,
+                              WIRE_PAYLOAD_NONE, false },
   [REPL_MSG_NACK] =         { "NACK", 0, WIRE_PAYLOAD_NONE, false },
 };
 

@@ -35,8 +35,8 @@
 enum repl_msg_type {
   REPL_MSG_HELLO = 1,         /* payload: struct repl_hello; first message
                                  each way on a new connection */
-  REPL_MSG_PING = 2,          /* keepalive; answered by PONG */
-  REPL_MSG_PONG = 3,
+  REPL_MSG_PING = 2,          /* keepalive, sent by both sides when idle */
+  REPL_MSG_PONG = 3,          /* reserved; accepted and ignored */
   REPL_MSG_WRITE = 4,         /* primary→secondary: payload = count bytes of
                                  data at offset; flag FUA */
   REPL_MSG_TRIM = 5,          /* no payload; count bytes at offset; flag FUA */
@@ -47,13 +47,18 @@ enum repl_msg_type {
                                  granularity */
   REPL_MSG_RESYNC_DONE = 10,  /* the sync target is now UpToDate */
   REPL_MSG_ACK = 11,          /* secondary→primary: every message with a
-                                 sequence number <= seq is done */
+                                 sequence number <= seq is on the
+                                 secondary's disk; flag RECEIVED: only
+                                 received so far */
   REPL_MSG_NACK = 12,         /* message seq failed on the secondary's disk */
 };
 #define REPL_MSG_TYPE_MAX 12
 
 #define REPL_FLAG_FUA       0x0001
 #define REPL_FLAG_MAY_TRIM  0x0002
+#define REPL_FLAG_RECEIVED  0x0004  /* ACK: received, not yet applied
+                                       (protocol B); the sender keeps the
+                                       messages until the plain ACK */
 
 struct repl_hdr {
   uint32_t magic;

@@ -35,6 +35,7 @@ struct peer_snapshot {
   const char *address;
   enum conn_state state;
   bool disk_known;
+  bool ever_connected;
   enum repl_role role;
   enum repl_disk_state disk;
   bool resyncing;
@@ -55,6 +56,7 @@ snapshot_peer (struct peer *p, bool we_are_primary, struct peer_snapshot *s)
   s->address = p->pr_cfg->nc_address;
   s->state = p->pr_state;
   s->disk_known = p->pr_disk_known && p->pr_state == CONN_CONNECTED;
+  s->ever_connected = p->pr_gen > 0;
   s->role = p->pr_role;
   s->disk = p->pr_disk;
   s->resyncing = p->pr_resyncing;
@@ -83,6 +85,19 @@ replication_name (const struct peer_snapshot *s, bool we_are_primary)
   if (s->resyncing)
     return we_are_primary ? "SyncSource" : "SyncTarget";
   return "Established";
+}
+
+/* The peer's disk as far as we know.  While disconnected: DUnknown,
+ * except that the primary knows a peer it has been connected to is
+ * Outdated once writes it missed are recorded. */
+static const char *
+peer_disk_name (const struct peer_snapshot *s, bool we_are_primary)
+{
+  if (s->state == CONN_CONNECTED && s->disk_known)
+    return disk_state_name (s->disk);
+  if (we_are_primary && s->ever_connected && s->out_of_sync > 0)
+    return "Outdated";
+  return "DUnknown";
 }
 
 static unsigned
@@ -220,8 +235,7 @@ control_status (struct repl_node *node, bool json)
                   "\"connected_ms\":%" PRIu64 ",\"last_error\":",
                   conn_state_name (s->state),
                   s->disk_known ? role_name (s->role) : "Unknown",
-                  s->disk_known ? disk_state_name (s->disk)
-                  : (primary && s->out_of_sync > 0 ? "Outdated" : "DUnknown"),
+                  peer_disk_name (s, primary),
                   replication_name (s, primary), s->out_of_sync,
                   s->resync_total, s->resync_done, resync_percent (s),
                   s->in_flight, s->msgs_sent, s->bytes_sent,
@@ -251,8 +265,8 @@ control_status (struct repl_node *node, bool json)
         buf_printf (&b, " role:%s disk:%s replication:%s",
                     role_name (s->role), disk_state_name (s->disk),
                     replication_name (s, primary));
-      else if (primary)
-        buf_printf (&b, " disk:%s", s->out_of_sync > 0 ? "Outdated" : "DUnknown");
+      else
+        buf_printf (&b, " disk:%s", peer_disk_name (s, primary));
       buf_printf (&b, "\n    out-of-sync:%s in-flight:%" PRIu64, oos,
                   s->in_flight);
       if (s->state == CONN_CONNECTED && s->resyncing) {

@@ -33,12 +33,17 @@
 /* ---- waiter.c ------------------------------------------------------- */
 
 /* Something a thread waits for: `pending` events, each completed once by
- * another thread.  Lives on the waiting thread's stack. */
+ * another thread.  Lives on the waiting thread's stack.  A bare futex
+ * rather than a mutex and condition variable: completing costs one
+ * atomic operation, plus a wake-up system call only when the waiter has
+ * actually gone to sleep.  The completer never touches the waiter after
+ * the count reaches zero except for that futex wake, which is harmless
+ * even if the waiter has returned, so the waiting thread may reuse the
+ * memory as soon as waiter_wait returns. */
 struct waiter {
-  pthread_mutex_t w_lock;       /* guards w_pending */
-  pthread_cond_t w_cond;
-  unsigned w_pending;
+  _Atomic uint32_t w_state;     /* pending count | WAITER_SLEEPING */
 };
+#define WAITER_SLEEPING 0x80000000u
 
 extern void waiter_init (struct waiter *w, unsigned pending);
 extern void waiter_add (struct waiter *w, unsigned n);
@@ -160,6 +165,7 @@ struct peer {
   bool pr_disk_known;
 
   /* Resync towards the peer (we are sync source) or from it (target). */
+  void *pr_resync_bufs[RESYNC_SLOTS]; /* RESYNC_MAX_BYTES each */
   bool pr_resync_wanted;        /* kick the resync thread */
   bool pr_resyncing;
   uint64_t pr_resync_total;

@@ -48,11 +48,11 @@ needs_durable (const struct repl_hdr *h)
 /* Send a cumulative ACK for seq and wait until it has left (its header
  * lives in the peer, which we may only rewrite once it has been sent). */
 static void
-send_ack (struct peer *p, uint64_t gen, uint64_t seq)
+send_ack (struct peer *p, uint64_t gen, uint64_t seq, uint16_t flags)
 {
   pthread_mutex_lock (&p->pr_lock);
   if (p->pr_gen == gen && p->pr_state == CONN_CONNECTED) {
-    out_msg_init (&p->pr_ack_msg, REPL_MSG_ACK, 0, 0, seq, 0, NULL, 0);
+    out_msg_init (&p->pr_ack_msg, REPL_MSG_ACK, flags, 0, seq, 0, NULL, 0);
     peer_queue_locked (p, &p->pr_ack_msg);
     while (!p->pr_ack_msg.om_done &&
            p->pr_gen == gen && p->pr_state == CONN_CONNECTED)
@@ -117,10 +117,18 @@ apply (struct peer *p, const struct repl_hdr *h, const uint8_t *payload)
   return r;
 }
 
-/* Primary: the peer acknowledged everything up to seq. */
+/* Primary: the peer acknowledged everything up to seq: applied, or with
+ * `received` (protocol B) only received.  A received message completes
+ * its writer but stays in the window until it is applied, so that if
+ * the peer dies first the range is still marked out of sync. */
 static int
-handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack)
+handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
+            bool received)
 {
+  /* Waiters are completed after pr_lock is dropped, so that writers
+   * queueing new messages never wait behind our wake-ups. */
+  static __thread struct waiter *done[PEER_WINDOW];
+  size_t ndone = 0, i;
   bool wake = false;
   uint64_t first, last;
 
@@ -151,6 +159,21 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack)
     return -1;
   }
 
+  if (received) {
+    uint64_t i;
+    for (i = 0; i <= seq - first; i++) {
+      struct inflight *f = &p->pr_ring[(p->pr_ring_head + i) % PEER_WINDOW];
+      if (f->if_waiter) {
+        done[ndone++] = f->if_waiter;
+        f->if_waiter = NULL;
+      }
+    }
+    pthread_mutex_unlock (&p->pr_lock);
+    for (i = 0; i < ndone; i++)
+      waiter_complete (done[i]);
+    return 0;
+  }
+
   if (p->pr_ring_count == PEER_WINDOW)
     wake = true;
   while (p->pr_ring_count > 0 &&
@@ -168,13 +191,16 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack)
       break;
     }
     if (f->if_waiter)
-      waiter_complete (f->if_waiter);
+      done[ndone++] = f->if_waiter;
     p->pr_ring_head = (p->pr_ring_head + 1) % PEER_WINDOW;
     p->pr_ring_count--;
   }
   if (wake)
     pthread_cond_broadcast (&p->pr_cond);
   pthread_mutex_unlock (&p->pr_lock);
+
+  for (i = 0; i < ndone; i++)
+    waiter_complete (done[i]);
   return 0;
 }
 
@@ -218,7 +244,7 @@ static ssize_t
 handle_batch (struct peer *p, uint64_t gen, const uint8_t *buf, size_t len)
 {
   bool proto_b = p->pr_node->n_cfg.cf_protocol == 'B';
-  uint64_t acked = 0, received = 0;
+  uint64_t received = 0;
   size_t pos = 0;
   struct repl_hdr h;
   char err[256];
@@ -233,10 +259,8 @@ handle_batch (struct peer *p, uint64_t gen, const uint8_t *buf, size_t len)
         break;
       received++;
     }
-    if (received > 0) {
-      acked = p->pr_expect_seq + received - 1;
-      send_ack (p, gen, acked);
-    }
+    if (received > 0)
+      send_ack (p, gen, p->pr_expect_seq + received - 1, REPL_FLAG_RECEIVED);
     pos = 0;
   }
 
@@ -273,7 +297,8 @@ handle_batch (struct peer *p, uint64_t gen, const uint8_t *buf, size_t len)
         break;
       case REPL_MSG_ACK:
       case REPL_MSG_NACK:
-        if (handle_ack (p, gen, h.seq, h.type == REPL_MSG_NACK) == -1)
+        if (handle_ack (p, gen, h.seq, h.type == REPL_MSG_NACK,
+                        h.flags & REPL_FLAG_RECEIVED) == -1)
           return -1;
         break;
       default:
@@ -285,8 +310,8 @@ handle_batch (struct peer *p, uint64_t gen, const uint8_t *buf, size_t len)
     pos += REPL_HDR_SIZE + h.length;
   }
 
-  if (received > acked)
-    send_ack (p, gen, received);
+  if (received > 0)
+    send_ack (p, gen, received, 0);
   return pos;
 }
 

@@ -125,8 +125,13 @@ peer_queue_locked (struct peer *p, struct out_msg *om)
     if (r == -1) {
       int e = errno;
       pthread_mutex_unlock (&p->pr_lock);
-      errno = e;
-      peer_fail (p, gen, "send: %m");
+      if (e == EAGAIN || e == EWOULDBLOCK)
+        peer_fail (p, gen, "send made no progress for %.1f s (timeout)",
+                   p->pr_node->n_cfg.cf_timeout_ms / 1000.0);
+      else {
+        errno = e;
+        peer_fail (p, gen, "send: %m");
+      }
       pthread_mutex_lock (&p->pr_lock);
       break;
     }

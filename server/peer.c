@@ -41,6 +41,7 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
 {
   struct peer *p;
   pthread_condattr_t attr;
+  unsigned i;
 
   p = calloc (1, sizeof *p);
   if (p == NULL) {
@@ -59,6 +60,18 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
     free (p->pr_ring);
     free (p);
     return NULL;
+  }
+  for (i = 0; i < RESYNC_SLOTS; i++) {
+    p->pr_resync_bufs[i] = malloc (RESYNC_MAX_BYTES);
+    if (p->pr_resync_bufs[i] == NULL) {
+      log_error ("peer %s: resync buffers: %m", cfg->nc_name);
+      while (i > 0)
+        free (p->pr_resync_bufs[--i]);
+      bitmap_free (&p->pr_bitmap);
+      free (p->pr_ring);
+      free (p);
+      return NULL;
+    }
   }
   p->pr_magic = PEER_MAGIC;
   p->pr_node = node;
@@ -88,6 +101,8 @@ peer_free (struct peer *p)
     close (p->pr_incoming_fd);
   bitmap_free (&p->pr_bitmap);
   free (p->pr_ring);
+  for (unsigned i = 0; i < RESYNC_SLOTS; i++)
+    free (p->pr_resync_bufs[i]);
   pthread_cond_destroy (&p->pr_cond);
   pthread_mutex_destroy (&p->pr_lock);
   p->pr_magic = 0;
@@ -100,8 +115,12 @@ vfail_locked (struct peer *p, uint64_t gen, const char *fmt, va_list ap)
   if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
     return;                     /* already failed, or a newer connection */
   vsnprintf (p->pr_last_error, sizeof p->pr_last_error, fmt, ap);
-  log_error ("peer %s: %s; disconnecting", p->pr_cfg->nc_name,
-             p->pr_last_error);
+  if (p->pr_stopping)           /* an orderly stop is not a fault */
+    log_info ("peer %s: %s; disconnecting", p->pr_cfg->nc_name,
+              p->pr_last_error);
+  else
+    log_error ("peer %s: %s; disconnecting", p->pr_cfg->nc_name,
+               p->pr_last_error);
   p->pr_state = CONN_DISCONNECTING;
   /* Wakes the receiver out of recv and any sender out of sendmsg. */
   shutdown (p->pr_fd, SHUT_RDWR);
@@ -368,6 +387,8 @@ peer_thread (void *arg)
     tv.tv_usec = (node->n_cfg.cf_timeout_ms % 1000) * 1000;
     setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 
+    log_info ("peer %s: connected (%s, %s)", name,
+              role_name (hello.role), disk_state_name (hello.disk_state));
     pthread_mutex_lock (&p->pr_lock);
     gen = ++p->pr_gen;
     p->pr_fd = fd;
@@ -391,9 +412,6 @@ peer_thread (void *arg)
     if (hello.role == REPL_ROLE_PRIMARY)
       node->n_primary_id = p->pr_cfg->nc_id;
     pthread_mutex_unlock (&node->n_lock);
-
-    log_info ("peer %s: connected (%s, %s)", name,
-              role_name (hello.role), disk_state_name (hello.disk_state));
 
     peer_receive_loop (p, gen, fd);
 

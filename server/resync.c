@@ -175,11 +175,7 @@ resync_thread (void *arg)
 
   for (i = 0; i < RESYNC_SLOTS; i++) {
     waiter_init (&slots[i].rs_waiter, 0);
-    slots[i].rs_buf = malloc (RESYNC_MAX_BYTES);
-    if (slots[i].rs_buf == NULL) {
-      log_error ("peer %s: resync: malloc: %m", p->pr_cfg->nc_name);
-      abort ();
-    }
+    slots[i].rs_buf = p->pr_resync_bufs[i];
   }
 
   for (;;) {
@@ -200,9 +196,7 @@ resync_thread (void *arg)
     resync (p, gen, slots);
   }
 
-  for (i = 0; i < RESYNC_SLOTS; i++) {
+  for (i = 0; i < RESYNC_SLOTS; i++)
     waiter_destroy (&slots[i].rs_waiter);
-    free (slots[i].rs_buf);
-  }
   return NULL;
 }

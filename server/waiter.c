@@ -1,14 +1,21 @@
 /* nbdrepl: waiters — a counted completion on the waiting thread's stack.
  * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
  *
- * A write waits for its local I/O and one acknowledgement per peer.  The
- * completing thread never touches the waiter after unlocking it, so the
- * waiting thread may destroy it as soon as waiter_wait returns.
+ * A write waits for one acknowledgement per peer.  On these machines a
+ * thread wake-up is the most expensive thing on the write path, so the
+ * waiter is a futex word: the count of pending events in the low bits
+ * and WAITER_SLEEPING set by a waiter that is about to sleep.  Only a
+ * completion that brings the count to zero while that bit is set makes
+ * a system call.
  */
 #include <config.h>
 
 #include <assert.h>
+#include <errno.h>
 #include <time.h>
+#include <unistd.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 
 #include "internal.h"
 
@@ -21,49 +28,66 @@ now_ns (void)
   return (uint64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void
-waiter_init (struct waiter *w, unsigned pending)
+static void
+futex_wait (_Atomic uint32_t *addr, uint32_t expected)
 {
-  pthread_condattr_t attr;
+  /* Returns at once if *addr != expected; spurious wake-ups are fine,
+   * the caller loops. */
+  syscall (SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
 
-  pthread_mutex_init (&w->w_lock, NULL);
-  pthread_condattr_init (&attr);
-  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
-  pthread_cond_init (&w->w_cond, &attr);
-  pthread_condattr_destroy (&attr);
-  w->w_pending = pending;
+static void
+futex_wake_all (_Atomic uint32_t *addr)
+{
+  syscall (SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
 void
+waiter_init (struct waiter *w, unsigned pending)
+{
+  atomic_init (&w->w_state, pending);
+}
+
+/* Only the waiting thread adds events, before it waits. */
+void
 waiter_add (struct waiter *w, unsigned n)
 {
-  pthread_mutex_lock (&w->w_lock);
-  w->w_pending += n;
-  pthread_mutex_unlock (&w->w_lock);
+  atomic_fetch_add (&w->w_state, n);
 }
 
 void
 waiter_complete (struct waiter *w)
 {
-  pthread_mutex_lock (&w->w_lock);
-  assert (w->w_pending > 0);
-  if (--w->w_pending == 0)
-    pthread_cond_signal (&w->w_cond);
-  pthread_mutex_unlock (&w->w_lock);
+  uint32_t old = atomic_fetch_sub (&w->w_state, 1);
+
+  assert ((old & ~WAITER_SLEEPING) > 0);
+  if (old == (WAITER_SLEEPING | 1))
+    futex_wake_all (&w->w_state);
 }
 
 void
 waiter_wait (struct waiter *w)
 {
-  pthread_mutex_lock (&w->w_lock);
-  while (w->w_pending > 0)
-    pthread_cond_wait (&w->w_cond, &w->w_lock);
-  pthread_mutex_unlock (&w->w_lock);
+  uint32_t v = atomic_load (&w->w_state);
+
+  while (v != 0 && v != WAITER_SLEEPING) {
+    if (!(v & WAITER_SLEEPING)) {
+      /* Announce that we sleep; if the count changed meanwhile, look
+       * again. */
+      if (!atomic_compare_exchange_weak (&w->w_state, &v,
+                                         v | WAITER_SLEEPING))
+        continue;
+      v |= WAITER_SLEEPING;
+    }
+    futex_wait (&w->w_state, v);
+    v = atomic_load (&w->w_state);
+  }
+  atomic_store (&w->w_state, 0);
 }
 
 void
 waiter_destroy (struct waiter *w)
 {
-  pthread_cond_destroy (&w->w_cond);
-  pthread_mutex_destroy (&w->w_lock);
+  /* Nothing to free: the state is a plain word. */
+  assert ((atomic_load (&w->w_state) & ~WAITER_SLEEPING) == 0);
 }

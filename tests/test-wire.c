@@ -35,7 +35,7 @@ static const struct expect expect[] = {
   { REPL_MSG_RESYNC_START, "RESYNC_START", 0, 0, 0 },
   { REPL_MSG_RESYNC_DATA, "RESYNC_DATA", 0, 1, 1 },
   { REPL_MSG_RESYNC_DONE, "RESYNC_DONE", 0, 0, 0 },
-  { REPL_MSG_ACK, "ACK", 0, 0, 0 },
+  { REPL_MSG_ACK, "ACK", REPL_FLAG_RECEIVED, 0, 0 },
   { REPL_MSG_NACK, "NACK", 0, 0, 0 },
 };
 #define NR_EXPECT (sizeof expect / sizeof expect[0])
@@ -230,8 +230,9 @@ START_TEST (test_hdr_bad_flags)
       n++;
     }
   }
-  /* 12 types * 16 bits, less the 4 allowed (FUA x3, MAY_TRIM x1). */
-  ck_assert_int_eq (n, 12 * 16 - 4);
+  /* 12 types * 16 bits, less the 5 allowed (FUA x3, MAY_TRIM x1,
+   * RECEIVED x1). */
+  ck_assert_int_eq (n, 12 * 16 - 5);
 
   wire_hdr_init (&h, REPL_MSG_TRIM, 0, 0, 4096, 0, 0);
   h.flags = 0x4;

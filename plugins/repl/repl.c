@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #define NBDKIT_API_VERSION 2
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
@@ -31,6 +34,17 @@ static struct repl_node *repl_node;
 
 /* ---- parameters ----------------------------------------------------- */
 
+static bool
+stderr_is_null (void)
+{
+  struct stat st, null;
+
+  if (fstat (STDERR_FILENO, &st) == -1)
+    return true;
+  return S_ISCHR (st.st_mode) && stat ("/dev/null", &null) == 0 &&
+         st.st_rdev == null.st_rdev;
+}
+
 static void
 repl_log_sink (enum log_level level, const char *msg)
 {
@@ -39,8 +53,13 @@ repl_log_sink (enum log_level level, const char *msg)
     nbdkit_debug ("%s", msg);
     break;
   case LOG_LEVEL_INFO:
-    /* nbdkit has no info level; say it plainly on stderr. */
-    fprintf (stderr, "nbdkit: repl: %s\n", msg);
+    /* nbdkit has no info level.  Say it plainly where nbdkit's own
+     * messages go: stderr, or syslog once nbdkit has daemonised and
+     * pointed stderr at /dev/null. */
+    if (stderr_is_null ())
+      syslog (LOG_INFO, "repl: %s", msg);
+    else
+      fprintf (stderr, "nbdkit: repl: %s\n", msg);
     break;
   case LOG_LEVEL_ERROR:
     nbdkit_error ("%s", msg);
