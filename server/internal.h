@@ -201,6 +201,8 @@ extern void peer_fail_locked (struct peer *p, uint64_t gen,
 extern void peer_hand_over (struct peer *p, int fd,
                             const struct repl_hello *hello);
 extern const char *conn_state_name (enum conn_state state);
+extern int peer_check_hello (struct peer *p, const struct repl_hello *h,
+                             char *err, size_t errlen);
 
 /* peer-send.c */
 extern void out_msg_init (struct out_msg *om, enum repl_msg_type type,

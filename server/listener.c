@@ -46,17 +46,29 @@ describe (const struct sockaddr_storage *ss, char *buf, size_t len)
 }
 
 static void
+log_hello_error (const char *from)
+{
+  if (errno == ECONNRESET)
+    log_error ("connection from %s: closed before a complete hello", from);
+  else if (errno == ETIMEDOUT)
+    log_error ("connection from %s: no hello within %d s", from,
+               HELLO_TIMEOUT_MS / 1000);
+  else
+    log_error ("connection from %s: reading hello: %m", from);
+}
+
+static void
 handle (struct repl_node *node, int fd, const char *from)
 {
   uint8_t hbuf[REPL_HDR_SIZE], pbuf[REPL_HELLO_SIZE];
   struct repl_hello hello;
   struct repl_hdr h;
   struct peer *p;
-  char err[256];
+  char err[512];
 
   if (sock_tune (fd) == -1 ||
       sock_read_full (fd, hbuf, sizeof hbuf, HELLO_TIMEOUT_MS) == -1) {
-    log_error ("connection from %s: reading hello: %m", from);
+    log_hello_error (from);
     goto refuse;
   }
   if (wire_decode_hdr (hbuf, &h, err, sizeof err) == -1) {
@@ -69,7 +81,7 @@ handle (struct repl_node *node, int fd, const char *from)
     goto refuse;
   }
   if (sock_read_full (fd, pbuf, sizeof pbuf, HELLO_TIMEOUT_MS) == -1) {
-    log_error ("connection from %s: reading hello: %m", from);
+    log_hello_error (from);
     goto refuse;
   }
   if (wire_decode_hello (pbuf, sizeof pbuf, &hello, err, sizeof err) == -1) {
@@ -81,6 +93,13 @@ handle (struct repl_node *node, int fd, const char *from)
     log_error ("connection from %s: node id %" PRIu32 " is not a peer of "
                "node %s in resource %s", from, hello.node_id,
                node->n_self->nc_name, node->n_cfg.cf_resource);
+    goto refuse;
+  }
+  /* Check everything before the hand-over, which replaces any existing
+   * connection with this peer: a bad hello must not cost a good link. */
+  if (peer_check_hello (p, &hello, err, sizeof err) == -1) {
+    log_error ("connection from %s (node %s): %s", from, p->pr_cfg->nc_name,
+               err);
     goto refuse;
   }
   if (p->pr_dials) {

@@ -265,35 +265,47 @@ read_hello (struct peer *p, int fd, struct repl_hello *hello)
 }
 
 /* Is this the node we expect, for the same resource and volume, in a
- * role we can work with? */
-static int
-check_hello (struct peer *p, const struct repl_hello *h)
+ * role we can work with?  Returns 0, or -1 with the reason in err. */
+int
+peer_check_hello (struct peer *p, const struct repl_hello *h,
+                  char *err, size_t errlen)
 {
   struct repl_node *node = p->pr_node;
 
   if (strcmp (h->resource, node->n_cfg.cf_resource) != 0) {
-    set_error (p, "refusing connection: peer serves resource '%s', we serve '%s'",
-               h->resource, node->n_cfg.cf_resource);
+    snprintf (err, errlen, "refusing connection: peer serves resource '%s', "
+              "we serve '%s'", h->resource, node->n_cfg.cf_resource);
     return -1;
   }
   if (h->node_id != p->pr_cfg->nc_id || h->peer_id != node->n_self->nc_id) {
-    set_error (p, "refusing connection: peer says it is node id %" PRIu32
-               " talking to id %" PRIu32 ", expected %u talking to %u "
-               "(do both nodes use the same configuration?)",
-               h->node_id, h->peer_id, p->pr_cfg->nc_id,
-               node->n_self->nc_id);
+    snprintf (err, errlen, "refusing connection: peer says it is node id %"
+              PRIu32 " talking to id %" PRIu32 ", expected %u talking to %u "
+              "(do both nodes use the same configuration?)",
+              h->node_id, h->peer_id, p->pr_cfg->nc_id, node->n_self->nc_id);
     return -1;
   }
   if (h->size != node->n_vol.vol_size) {
-    set_error (p, "refusing connection: peer's disk is %" PRIu64
-               " bytes, ours (%s) is %" PRIu64 " bytes; disks must be "
-               "the same size", h->size, node->n_vol.vol_path,
-               node->n_vol.vol_size);
+    snprintf (err, errlen, "refusing connection: peer's disk is %" PRIu64
+              " bytes, ours (%s) is %" PRIu64 " bytes; disks must be "
+              "the same size", h->size, node->n_vol.vol_path,
+              node->n_vol.vol_size);
     return -1;
   }
   if (h->role == REPL_ROLE_PRIMARY && node_role (node) == REPL_ROLE_PRIMARY) {
-    set_error (p, "refusing connection: both this node and the peer are "
-               "Primary; only one node may be primary");
+    snprintf (err, errlen, "refusing connection: both this node and the "
+              "peer are Primary; only one node may be primary");
+    return -1;
+  }
+  return 0;
+}
+
+static int
+check_hello (struct peer *p, const struct repl_hello *h)
+{
+  char err[512];
+
+  if (peer_check_hello (p, h, err, sizeof err) == -1) {
+    set_error (p, "%s", err);
     return -1;
   }
   return 0;
