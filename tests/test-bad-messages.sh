@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# A fake primary (a Python script speaking the wire protocol) connects to
+# a real secondary and sends malformed messages after a good handshake.
+# Each must end that connection with a log line naming the problem,
+# write nothing to the disk, and leave the secondary running; a correct
+# WRITE afterwards is applied and acknowledged.
+source "$(dirname "$0")/functions.sh"
+requires jq --version
+
+make_config 2 C 1M
+start_node node1
+port=$(awk '/name: node1/{f=1} f && /address:/{split($2,a,":"); print a[2]; exit}' "$CONFIG")
+log1="$tmpdir/node1.log"
+
+# fake CASE: handshake as node0 (Primary), send one message, report what
+# came back.
+fake ()
+{
+    /usr/bin/python3 - "$port" "$1" "$(disk node1)" <<'PY'
+import socket, struct, sys
+port, case = int(sys.argv[1]), sys.argv[2]
+MAGIC, SIZE = 0x4e425250, 1 << 20
+def hdr(t, flags=0, length=0, count=0, seq=0, off=0, magic=MAGIC):
+    return struct.pack(">IHHIIQQ", magic, t, flags, length, count, seq, off)
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+hello = struct.pack(">IIIIIIQ", 1, 0, 0, 1, 1, 2, SIZE) + b"r0".ljust(64, b"\0")
+s.sendall(hdr(1, length=len(hello)) + hello)
+reply = b""
+while len(reply) < 32 + 96:
+    chunk = s.recv(4096)
+    if not chunk: sys.exit("no hello from the secondary")
+    reply += chunk
+W, TRIM, RESYNC_DATA, ACK = 4, 5, 9, 11
+msgs = {
+  "past-end":   hdr(W, length=4096, count=4096, seq=1, off=SIZE - 512) + b"x" * 4096,
+  "overflow":   hdr(TRIM, count=4096, seq=1, off=(1 << 64) - 1024),
+  "len-count":  hdr(W, length=512, count=4096, seq=1) + b"x" * 512,
+  "bad-seq":    hdr(W, length=512, count=512, seq=5) + b"x" * 512,
+  "misaligned": hdr(RESYNC_DATA, length=4096, count=4096, seq=1, off=512) + b"x" * 4096,
+  "bad-type":   hdr(77, seq=1),
+  "bad-magic":  hdr(W, length=512, count=512, seq=1, magic=0xdeadbeef) + b"x" * 512,
+  "bad-flags":  hdr(W, flags=0x80, length=512, count=512, seq=1) + b"x" * 512,
+  "huge":       hdr(W, length=0xffffffff, count=0xffffffff, seq=1),
+  "good":       hdr(W, length=512, count=512, seq=1, off=4096) + b"G" * 512,
+}
+s.sendall(msgs[case])
+# Read until the secondary closes or acknowledges.
+got = b""
+try:
+    while True:
+        chunk = s.recv(4096)
+        if not chunk: break
+        got += chunk
+        # Skip PINGs; look for an ACK of seq 1.
+        while len(got) >= 32:
+            magic, t, fl, ln, cnt, seq, off = struct.unpack(">IHHIIQQ", got[:32])
+            got = got[32 + ln:]
+            if t == ACK and seq == 1:
+                print("acked"); sys.exit(0)
+except socket.timeout:
+    print("timeout"); sys.exit(0)
+print("closed")
+PY
+}
+
+expect ()
+{
+    local case=$1 pattern=$2 out
+    out=$(fake "$case") || fail "$case: fake primary failed: $out"
+    [ "$out" = closed ] || fail "$case: expected the secondary to close, got '$out'"
+    grep -q -- "$pattern" "$log1" || fail "$case: log lacks '$pattern'"
+    kill -0 "${PID[node1]}" || fail "$case: the secondary died"
+    info "$case: refused: $(grep -- "$pattern" "$log1" | tail -n1)"
+}
+
+expect past-end   "WRITE: offset 1048064 + count 4096 beyond the end"
+expect overflow   "TRIM: offset 18446744073709550592 + count 4096 overflows"
+expect len-count  "WRITE: length 512 != count 4096"
+expect bad-seq    "sequence number 5, expected 1"
+expect misaligned "RESYNC_DATA: offset 512 not a multiple"
+expect bad-type   "protocol error: .*type 77"
+expect bad-magic  "bad magic 0xdeadbeef"
+expect bad-flags  "WRITE: flags 0x80 not allowed"
+expect huge       "length 4294967295 > maximum"
+
+# Nothing of the above reached the disk.
+cmp -s "$(disk node1)" <(head -c 1M /dev/zero) || fail "bad messages changed the disk"
+
+out=$(fake good)
+[ "$out" = acked ] || fail "good WRITE: expected an ACK, got '$out'"
+cmp -s <(dd if="$(disk node1)" bs=512 skip=8 count=1 status=none) <(printf 'G%.0s' $(seq 512)) ||
+    fail "good WRITE not on the disk"
+status_json node1 >/dev/null || fail "control socket dead"
+info "ok"
