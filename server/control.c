@@ -42,7 +42,7 @@ struct peer_snapshot {
   uint64_t out_of_sync;
   uint64_t resync_total, resync_done;
   uint64_t in_flight;
-  uint64_t msgs_sent, bytes_sent;
+  uint64_t msgs_sent, bytes_sent, sends;
   uint64_t connected_for_ms;
   char last_error[256];
 };
@@ -70,6 +70,7 @@ snapshot_peer (struct peer *p, bool we_are_primary, struct peer_snapshot *s)
   s->in_flight = p->pr_ring_count;
   s->msgs_sent = p->pr_msgs_sent;
   s->bytes_sent = p->pr_bytes_sent;
+  s->sends = p->pr_sends;
   s->connected_for_ms = p->pr_state == CONN_CONNECTED
     ? (now_ns () - p->pr_connected_ns) / 1000000 : 0;
   snprintf (s->last_error, sizeof s->last_error, "%s", p->pr_last_error);
@@ -232,13 +233,14 @@ control_status (struct repl_node *node, bool json)
                   "\"resync_done_bytes\":%" PRIu64 ","
                   "\"resync_percent\":%u,\"in_flight\":%" PRIu64 ","
                   "\"messages_sent\":%" PRIu64 ",\"bytes_sent\":%" PRIu64 ","
+                  "\"sends\":%" PRIu64 ","
                   "\"connected_ms\":%" PRIu64 ",\"last_error\":",
                   conn_state_name (s->state),
                   s->disk_known ? role_name (s->role) : "Unknown",
                   peer_disk_name (s, primary),
                   replication_name (s, primary), s->out_of_sync,
                   s->resync_total, s->resync_done, resync_percent (s),
-                  s->in_flight, s->msgs_sent, s->bytes_sent,
+                  s->in_flight, s->msgs_sent, s->bytes_sent, s->sends,
                   s->connected_for_ms);
       buf_json_string (&b, s->last_error);
       buf_printf (&b, "}");

@@ -185,6 +185,8 @@ struct peer {
   /* Counters for status. */
   uint64_t pr_msgs_sent;
   uint64_t pr_bytes_sent;
+  uint64_t pr_sends;            /* sendmsg calls: msgs_sent / sends is the
+                                   batching factor */
 };
 
 /* peer.c */

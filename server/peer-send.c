@@ -137,6 +137,7 @@ peer_queue_locked (struct peer *p, struct out_msg *om)
     }
     p->pr_msgs_sent += n;
     p->pr_bytes_sent += bytes;
+    p->pr_sends++;
   }
 
   p->pr_sending = false;
