@@ -24,6 +24,7 @@
 #include "log.h"
 
 #define RECV_BUF_SIZE (REPL_HDR_SIZE + REPL_MAX_PAYLOAD + (256u << 10))
+#define LARGE_MESSAGE (64u << 10)
 
 static bool
 is_data (unsigned type)
@@ -328,9 +329,22 @@ peer_receive_loop (struct peer *p, uint64_t gen, int fd)
   }
 
   for (;;) {
+    size_t want = RECV_BUF_SIZE - fill;
     ssize_t r, used;
 
-    r = recv (fd, buf + fill, RECV_BUF_SIZE - fill, 0);
+    /* A large message that has only partly arrived: read just up to its
+     * end, so that nothing after it has to be moved to the front of the
+     * buffer once it is handled (a memmove of up to a megabyte per 1M
+     * write otherwise).  The header is checked properly later. */
+    if (fill >= REPL_HDR_SIZE) {
+      uint32_t length = (uint32_t) buf[8] << 24 | (uint32_t) buf[9] << 16 |
+                        (uint32_t) buf[10] << 8 | buf[11];
+      size_t need = REPL_HDR_SIZE + (size_t) length;
+      if (length >= LARGE_MESSAGE && length <= REPL_MAX_PAYLOAD && need > fill)
+        want = need - fill;
+    }
+
+    r = recv (fd, buf + fill, want, 0);
     if (r == -1 && errno == EINTR)
       continue;
     if (r <= 0) {
