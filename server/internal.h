@@ -171,10 +171,9 @@ struct peer {
   uint64_t pr_resync_total;
   uint64_t pr_resync_done;
 
-  /* Unsequenced messages whose memory must outlive the sending thread's
-   * frame: the receiver's cumulative ACK and the ticker's PING. */
+  /* The receiver's ACK or NACK: unsequenced, and its memory must outlive
+   * the receiver's frame if the connection fails while it is queued. */
   struct out_msg pr_ack_msg;
-  struct out_msg pr_ping_msg;
   uint64_t pr_last_ping_ns;
   uint64_t pr_expect_seq;       /* next sequence number the peer must send */
 
@@ -205,6 +204,8 @@ extern void peer_hand_over (struct peer *p, int fd,
 extern const char *conn_state_name (enum conn_state state);
 extern int peer_check_hello (struct peer *p, const struct repl_hello *h,
                              char *err, size_t errlen);
+extern int peer_send_hello (struct peer *p, int fd);
+extern void peer_refuse (struct peer *p, const char *from, const char *why);
 
 /* peer-send.c */
 extern void out_msg_init (struct out_msg *om, enum repl_msg_type type,

@@ -45,11 +45,61 @@ describe (const struct sockaddr_storage *ss, char *buf, size_t len)
     snprintf (buf, len, "unknown address");
 }
 
+/* Read exactly len bytes within HELLO_TIMEOUT_MS in all, giving up at
+ * once (errno ECANCELED) if the node is stopping. */
+static int
+read_hello_bytes (struct repl_node *node, int fd, void *buf, size_t len,
+                  uint64_t deadline)
+{
+  char *p = buf;
+
+  while (len > 0) {
+    struct pollfd pfd[2] = {
+      { .fd = fd, .events = POLLIN },
+      { .fd = node->n_stop_fd, .events = POLLIN },
+    };
+    uint64_t now = now_ns ();
+    ssize_t r;
+
+    if (now >= deadline) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    r = poll (pfd, 2, (int) ((deadline - now) / 1000000) + 1);
+    if (r == -1) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    if (pfd[1].revents) {
+      errno = ECANCELED;
+      return -1;
+    }
+    if (r == 0)
+      continue;
+    r = recv (fd, p, len, MSG_DONTWAIT);
+    if (r == -1) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
+        continue;
+      return -1;
+    }
+    if (r == 0) {
+      errno = ECONNRESET;
+      return -1;
+    }
+    p += r;
+    len -= r;
+  }
+  return 0;
+}
+
 static void
 log_hello_error (const char *from)
 {
   if (errno == ECONNRESET)
     log_error ("connection from %s: closed before a complete hello", from);
+  else if (errno == ECANCELED)
+    ;                           /* stopping: not worth a line */
   else if (errno == ETIMEDOUT)
     log_error ("connection from %s: no hello within %d s", from,
                HELLO_TIMEOUT_MS / 1000);
@@ -65,9 +115,10 @@ handle (struct repl_node *node, int fd, const char *from)
   struct repl_hdr h;
   struct peer *p;
   char err[512];
+  uint64_t deadline = now_ns () + HELLO_TIMEOUT_MS * UINT64_C (1000000);
 
   if (sock_tune (fd) == -1 ||
-      sock_read_full (fd, hbuf, sizeof hbuf, HELLO_TIMEOUT_MS) == -1) {
+      read_hello_bytes (node, fd, hbuf, sizeof hbuf, deadline) == -1) {
     log_hello_error (from);
     goto refuse;
   }
@@ -80,7 +131,7 @@ handle (struct repl_node *node, int fd, const char *from)
                wire_type_name (h.type));
     goto refuse;
   }
-  if (sock_read_full (fd, pbuf, sizeof pbuf, HELLO_TIMEOUT_MS) == -1) {
+  if (read_hello_bytes (node, fd, pbuf, sizeof pbuf, deadline) == -1) {
     log_hello_error (from);
     goto refuse;
   }
@@ -98,8 +149,9 @@ handle (struct repl_node *node, int fd, const char *from)
   /* Check everything before the hand-over, which replaces any existing
    * connection with this peer: a bad hello must not cost a good link. */
   if (peer_check_hello (p, &hello, err, sizeof err) == -1) {
-    log_error ("connection from %s (node %s): %s", from, p->pr_cfg->nc_name,
-               err);
+    peer_refuse (p, from, err);
+    /* Our hello lets the other side log the reason too. */
+    peer_send_hello (p, fd);
     goto refuse;
   }
   if (p->pr_dials) {

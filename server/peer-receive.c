@@ -49,11 +49,12 @@ needs_durable (const struct repl_hdr *h)
 /* Send a cumulative ACK for seq and wait until it has left (its header
  * lives in the peer, which we may only rewrite once it has been sent). */
 static void
-send_ack (struct peer *p, uint64_t gen, uint64_t seq, uint16_t flags)
+send_ack (struct peer *p, uint64_t gen, enum repl_msg_type type,
+          uint64_t seq, uint16_t flags)
 {
   pthread_mutex_lock (&p->pr_lock);
   if (p->pr_gen == gen && p->pr_state == CONN_CONNECTED) {
-    out_msg_init (&p->pr_ack_msg, REPL_MSG_ACK, flags, 0, seq, 0, NULL, 0);
+    out_msg_init (&p->pr_ack_msg, type, flags, 0, seq, 0, NULL, 0);
     peer_queue_locked (p, &p->pr_ack_msg);
     while (!p->pr_ack_msg.om_done &&
            p->pr_gen == gen && p->pr_state == CONN_CONNECTED)
@@ -134,6 +135,13 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
   uint64_t first, last;
 
   pthread_mutex_lock (&p->pr_lock);
+  /* Once the connection has failed, writers record their ranges in the
+   * bitmap; a late ACK must not clear those bits.  Teardown settles
+   * everything still in the window. */
+  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED) {
+    pthread_mutex_unlock (&p->pr_lock);
+    return -1;
+  }
   if (p->pr_ring_count == 0) {
     peer_fail_locked (p, gen, "protocol error: %s %" PRIu64
                       " with nothing in flight", nack ? "NACK" : "ACK", seq);
@@ -261,7 +269,8 @@ handle_batch (struct peer *p, uint64_t gen, const uint8_t *buf, size_t len)
       received++;
     }
     if (received > 0)
-      send_ack (p, gen, p->pr_expect_seq + received - 1, REPL_FLAG_RECEIVED);
+      send_ack (p, gen, REPL_MSG_ACK, p->pr_expect_seq + received - 1,
+                REPL_FLAG_RECEIVED);
     pos = 0;
   }
 
@@ -278,12 +287,9 @@ handle_batch (struct peer *p, uint64_t gen, const uint8_t *buf, size_t len)
       if (check_data (p, gen, &h) == -1)
         return -1;
       if (apply (p, &h, buf + pos + REPL_HDR_SIZE) == -1) {
-        /* Tell the primary, which marks the range out of sync. */
-        pthread_mutex_lock (&p->pr_lock);
-        out_msg_init (&p->pr_ack_msg, REPL_MSG_NACK, 0, 0, h.seq, 0, NULL, 0);
-        peer_queue_locked (p, &p->pr_ack_msg);
-        peer_wait_done_locked (p, &p->pr_ack_msg);
-        pthread_mutex_unlock (&p->pr_lock);
+        /* Tell the primary (if it is still there), which then marks
+         * this and every later message out of sync. */
+        send_ack (p, gen, REPL_MSG_NACK, h.seq, 0);
         node_set_disk (p->pr_node, REPL_DISK_INCONSISTENT);
         peer_fail (p, gen, "local disk error applying %s at offset %" PRIu64,
                    wire_type_name (h.type), h.offset);
@@ -312,7 +318,7 @@ handle_batch (struct peer *p, uint64_t gen, const uint8_t *buf, size_t len)
   }
 
   if (received > 0)
-    send_ack (p, gen, received, 0);
+    send_ack (p, gen, REPL_MSG_ACK, received, 0);
   return pos;
 }
 

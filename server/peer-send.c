@@ -70,7 +70,9 @@ send_all (int fd, struct iovec *iov, int niov)
   return 0;
 }
 
-/* Mark a message finished with: nobody references its memory any more. */
+/* Mark a message finished with: nobody references its memory any more.
+ * Completing the waiter may let its owner return and reuse the memory,
+ * so nothing here touches om after that. */
 static void
 om_finish (struct out_msg *om)
 {
@@ -153,12 +155,12 @@ peer_wait_done_locked (struct peer *p, struct out_msg *om)
 }
 
 /* Queue a sequenced message to the peer and remember it until the peer
- * acknowledges it.  w (may be NULL) is completed on acknowledgement or
- * on connection loss, or — when on_send — as soon as the message has
- * left.  If the peer is not connected nothing is queued: client writes
- * are recorded in the dirty bitmap instead.  Returns 1 if queued (w
- * gained one pending event), 0 if not.  pr_lock held; om must stay alive
- * until w completes. */
+ * acknowledges it.  w (may be NULL) completes once the message has left
+ * and, unless on_send, has been acknowledged (or the connection was
+ * lost).  If the peer is not connected nothing is queued: client writes
+ * are recorded in the dirty bitmap instead.  Returns 1 if queued, 0 if
+ * not.  pr_lock held; om and the payload must stay alive until w
+ * completes. */
 int
 peer_submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
                     const void *payload, uint32_t count, uint64_t offset,
@@ -192,9 +194,13 @@ peer_submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
   out_msg_init (om, type, flags, count, seq, offset, payload,
                 type == REPL_MSG_WRITE || type == REPL_MSG_RESYNC_DATA
                 ? count : 0);
-  om->om_on_send = on_send ? w : NULL;
+  /* The waiter counts two events: the sender letting go of om (and the
+   * payload) and the acknowledgement — they may come in either order,
+   * since the peer can answer before sendmsg returns.  Protocol A plain
+   * writes wait for the first only. */
+  om->om_on_send = w;
   if (w)
-    waiter_add (w, 1);
+    waiter_add (w, on_send ? 1 : 2);
   peer_queue_locked (p, om);
   return 1;
 }

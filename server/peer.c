@@ -87,7 +87,6 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
   p->pr_incoming_fd = -1;
   p->pr_qtail = &p->pr_qhead;
   p->pr_ack_msg.om_done = true;
-  p->pr_ping_msg.om_done = true;
   return p;
 }
 
@@ -151,6 +150,21 @@ peer_fail (struct peer *p, uint64_t gen, const char *fmt, ...)
   pthread_mutex_unlock (&p->pr_lock);
 }
 
+/* The listener refuses a connection from this peer: say why in the log,
+ * once until the reason changes (the peer retries every few seconds),
+ * and in status. */
+void
+peer_refuse (struct peer *p, const char *from, const char *why)
+{
+  pthread_mutex_lock (&p->pr_lock);
+  if (strcmp (why, p->pr_last_error) != 0) {
+    log_error ("connection from %s (node %s): %s", from, p->pr_cfg->nc_name,
+               why);
+    snprintf (p->pr_last_error, sizeof p->pr_last_error, "%s", why);
+  }
+  pthread_mutex_unlock (&p->pr_lock);
+}
+
 /* The listener accepted a connection from this peer and read its hello. */
 void
 peer_hand_over (struct peer *p, int fd, const struct repl_hello *hello)
@@ -205,8 +219,8 @@ set_error (struct peer *p, const char *fmt, ...)
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-static int
-send_hello (struct peer *p, int fd)
+int
+peer_send_hello (struct peer *p, int fd)
 {
   struct repl_node *node = p->pr_node;
   uint8_t buf[REPL_HDR_SIZE + REPL_HELLO_SIZE];
@@ -343,7 +357,7 @@ establish (struct peer *p, struct repl_hello *hello)
                              p->pr_node->n_cfg.cf_ping_timeout_ms);
       if (fd == -1)
         set_error (p, "connect to %s: %m", c->nc_address);
-      else if (send_hello (p, fd) == -1) {
+      else if (peer_send_hello (p, fd) == -1) {
         set_error (p, "sending hello: %m");
         close (fd);
         fd = -1;
@@ -354,7 +368,7 @@ establish (struct peer *p, struct repl_hello *hello)
       }
     }
     else {
-      if (send_hello (p, fd) == -1) {
+      if (peer_send_hello (p, fd) == -1) {
         set_error (p, "sending hello: %m");
         close (fd);
         fd = -1;
@@ -399,9 +413,15 @@ peer_thread (void *arg)
     tv.tv_usec = (node->n_cfg.cf_timeout_ms % 1000) * 1000;
     setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 
+    pthread_mutex_lock (&p->pr_lock);
+    if (p->pr_stopping) {       /* stopped during the handshake */
+      pthread_mutex_unlock (&p->pr_lock);
+      close (fd);
+      break;
+    }
+    /* Logged before the resync thread can log its start. */
     log_info ("peer %s: connected (%s, %s)", name,
               role_name (hello.role), disk_state_name (hello.disk_state));
-    pthread_mutex_lock (&p->pr_lock);
     gen = ++p->pr_gen;
     p->pr_fd = fd;
     p->pr_state = CONN_CONNECTED;
@@ -480,7 +500,9 @@ peer_stop (struct peer *p)
   peer_fail_locked (p, p->pr_gen, "shutting down");
   pthread_cond_broadcast (&p->pr_cond);
   pthread_mutex_unlock (&p->pr_lock);
-  pthread_join (p->pr_thread, NULL);
+  if (p->pr_thread)
+    pthread_join (p->pr_thread, NULL);
   if (p->pr_resync_thread)
     pthread_join (p->pr_resync_thread, NULL);
+  p->pr_thread = p->pr_resync_thread = 0;
 }

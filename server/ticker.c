@@ -12,6 +12,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "internal.h"
@@ -47,14 +48,26 @@ check_peer (struct repl_node *node, struct peer *p, uint64_t now)
       goto out;
     }
   }
-  /* Only ping an idle link: a busy one proves itself, and a sender that
-   * is blocked must not block the ticker too. */
+  /* Only ping an idle link (a busy one proves itself), and never wait:
+   * with nobody sending, the ping goes straight out with MSG_DONTWAIT
+   * under pr_lock, so the ticker can neither block on a stalled peer
+   * nor end up sending writers' messages.  A full socket buffer skips
+   * the ping; the timeouts above deal with a peer that stopped reading. */
   if (now >= p->pr_last_ping_ns &&
       now - p->pr_last_ping_ns >= cfg->cf_ping_interval_ms * UINT64_C (1000000) &&
-      p->pr_ping_msg.om_done && !p->pr_sending && p->pr_qhead == NULL) {
+      !p->pr_sending && p->pr_qhead == NULL) {
+    struct repl_hdr h;
+    uint8_t buf[REPL_HDR_SIZE];
+    ssize_t r;
+
     p->pr_last_ping_ns = now;
-    out_msg_init (&p->pr_ping_msg, REPL_MSG_PING, 0, 0, 0, 0, NULL, 0);
-    peer_queue_locked (p, &p->pr_ping_msg);
+    wire_hdr_init (&h, REPL_MSG_PING, 0, 0, 0, 0, 0);
+    wire_encode_hdr (&h, buf);
+    r = send (p->pr_fd, buf, sizeof buf, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r > 0 && r < (ssize_t) sizeof buf)
+      peer_fail_locked (p, gen, "send buffer full: the peer is not reading");
+    else if (r == -1 && errno != EAGAIN && errno != EWOULDBLOCK)
+      peer_fail_locked (p, gen, "send: %m");
   }
  out:
   pthread_mutex_unlock (&p->pr_lock);

@@ -56,6 +56,25 @@ local_apply (struct repl_node *node, const struct local_op *op,
   return r;
 }
 
+/* The local disk failed a write the peers may already have applied: the
+ * client gets the error, and every peer gets the range back from our
+ * disk by resync, so that all replicas hold the same bytes again. */
+static void
+mark_failed_local (struct repl_node *node, uint32_t count, uint64_t offset)
+{
+  size_t i;
+
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *p = node->n_peers[i];
+
+    pthread_mutex_lock (&p->pr_lock);
+    bitmap_set_range (&p->pr_bitmap, offset, count);
+    p->pr_resync_wanted = true;
+    pthread_cond_broadcast (&p->pr_cond);
+    pthread_mutex_unlock (&p->pr_lock);
+  }
+}
+
 /* Replicate one message (at most REPL_MAX_PAYLOAD of data) and apply it
  * locally; returns when the local disk and every connected peer are done. */
 static int
@@ -82,6 +101,8 @@ replicate (struct repl_node *node, const struct local_op *op,
   saved_errno = errno;
   waiter_wait (&w);
   waiter_destroy (&w);
+  if (r == -1 && op->lo_type != REPL_MSG_FLUSH)
+    mark_failed_local (node, count, offset);
   errno = saved_errno;
   return r;
 }
