@@ -169,9 +169,9 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
   }
 
   if (received) {
-    uint64_t i;
-    for (i = 0; i <= seq - first; i++) {
-      struct inflight *f = &p->pr_ring[(p->pr_ring_head + i) % PEER_WINDOW];
+    uint64_t k;
+    for (k = 0; k <= seq - first; k++) {
+      struct inflight *f = &p->pr_ring[(p->pr_ring_head + k) % PEER_WINDOW];
       if (f->if_waiter) {
         done[ndone++] = f->if_waiter;
         f->if_waiter = NULL;

@@ -13,6 +13,7 @@ set -o pipefail
 builddir="${builddir:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 PLUGIN="$builddir/plugins/repl/.libs/nbdkit-repl-plugin.so"
 REPLCTL="$builddir/client/replctl"
+FAULT_INJECT="$builddir/tests/.libs/fault-inject.so"
 test_name="$(basename "$0" .sh)"
 
 # Debian's nbdsh is a Python script that needs the system interpreter

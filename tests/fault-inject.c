@@ -1,0 +1,74 @@
+/* nbdrepl: fault injection for the shell tests (LD_PRELOAD).
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * Controlled by the environment of the process it is preloaded into:
+ *
+ *   FAULT_PWRITE_OFFSET=N     every pwrite starting at byte N fails with
+ *                             EIO (a bad sector)
+ *   FAULT_PWRITE_SLEEP_MS=M   ... after hanging for M ms first (a dying
+ *                             disk is slow before it fails)
+ *   FAULT_SENDMSG_DELAY_US=U  sleep U µs after every sendmsg of more than
+ *                             a header, widening the window between a
+ *                             message leaving and its sender finishing
+ */
+#include <config.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+extern ssize_t pwrite (int fd, const void *buf, size_t n, off_t off);
+extern ssize_t pwrite64 (int fd, const void *buf, size_t n, off_t off);
+extern ssize_t sendmsg (int fd, const struct msghdr *msg, int flags);
+
+typedef ssize_t (*pwrite_fn) (int, const void *, size_t, off_t);
+typedef ssize_t (*sendmsg_fn) (int, const struct msghdr *, int);
+
+static long long
+env_number (const char *name, long long def)
+{
+  const char *s = getenv (name);
+  return s ? atoll (s) : def;
+}
+
+static ssize_t
+faulty_pwrite (const char *symbol, int fd, const void *buf, size_t n,
+               off_t off)
+{
+  pwrite_fn real = (pwrite_fn) dlsym (RTLD_NEXT, symbol);
+  long long bad = env_number ("FAULT_PWRITE_OFFSET", -1);
+
+  if (bad >= 0 && off == bad) {
+    usleep (env_number ("FAULT_PWRITE_SLEEP_MS", 0) * 1000);
+    errno = EIO;
+    return -1;
+  }
+  return real (fd, buf, n, off);
+}
+
+ssize_t
+pwrite (int fd, const void *buf, size_t n, off_t off)
+{
+  return faulty_pwrite ("pwrite", fd, buf, n, off);
+}
+
+ssize_t
+pwrite64 (int fd, const void *buf, size_t n, off_t off)
+{
+  return faulty_pwrite ("pwrite64", fd, buf, n, off);
+}
+
+ssize_t
+sendmsg (int fd, const struct msghdr *msg, int flags)
+{
+  sendmsg_fn real = (sendmsg_fn) dlsym (RTLD_NEXT, "sendmsg");
+  ssize_t r = real (fd, msg, flags);
+  long long delay = env_number ("FAULT_SENDMSG_DELAY_US", 0);
+
+  if (delay > 0 && r > 32)
+    usleep (delay);
+  return r;
+}
