@@ -192,6 +192,7 @@ struct peer {
 extern struct peer *peer_create (struct repl_node *node,
                                  const struct repl_node_cfg *cfg);
 extern int peer_start (struct peer *p);
+extern void peer_request_stop (struct peer *p);
 extern void peer_stop (struct peer *p);
 extern void peer_free (struct peer *p);
 extern void peer_fail (struct peer *p, uint64_t gen, const char *fmt, ...)

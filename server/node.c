@@ -261,8 +261,9 @@ engine_destroy (struct repl_node *node)
     if (write (node->n_stop_fd, &one, sizeof one) != sizeof one)
       log_error ("eventfd write: %m");
     for (i = 0; i < node->n_npeers; i++)
-      if (node->n_peers[i]->pr_thread)
-        peer_stop (node->n_peers[i]);
+      peer_request_stop (node->n_peers[i]);
+    for (i = 0; i < node->n_npeers; i++)
+      peer_stop (node->n_peers[i]);
     if (node->n_listener)
       pthread_join (node->n_listener, NULL);
     if (node->n_ticker)

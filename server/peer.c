@@ -491,15 +491,24 @@ peer_start (struct peer *p)
   return 0;
 }
 
-/* Stop both threads (those that were started) and drop the connection. */
+/* Ask both threads to stop and drop the connection, without waiting.
+ * The node asks every peer before joining any, so that no peer thread
+ * dials again while another is being stopped. */
 void
-peer_stop (struct peer *p)
+peer_request_stop (struct peer *p)
 {
   pthread_mutex_lock (&p->pr_lock);
   p->pr_stopping = true;
   peer_fail_locked (p, p->pr_gen, "shutting down");
   pthread_cond_broadcast (&p->pr_cond);
   pthread_mutex_unlock (&p->pr_lock);
+}
+
+/* Stop both threads (those that were started) and drop the connection. */
+void
+peer_stop (struct peer *p)
+{
+  peer_request_stop (p);
   if (p->pr_thread)
     pthread_join (p->pr_thread, NULL);
   if (p->pr_resync_thread)
