@@ -64,7 +64,8 @@ struct volume {
   bool vol_is_block;
 };
 
-extern int volume_open (struct volume *vol, const char *path);
+extern int volume_open (struct volume *vol, const char *path,
+                        const char *where);
 extern void volume_close (struct volume *vol);
 extern int volume_pread (struct volume *vol, void *buf, uint32_t count,
                          uint64_t offset);

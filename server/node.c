@@ -11,6 +11,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <libgen.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -160,8 +161,13 @@ engine_create (const char *config_path, const char *node_name, bool primary)
    * matches anyone's: only a primary's is authoritative, by decree. */
   node->n_disk = primary ? REPL_DISK_UPTODATE : REPL_DISK_INCONSISTENT;
 
-  if (volume_open (&node->n_vol, self->nc_disk) == -1)
-    goto err;
+  {
+    char where[512];
+    snprintf (where, sizeof where, "%s: node %s: ", config_path,
+              self->nc_name);
+    if (volume_open (&node->n_vol, self->nc_disk, where) == -1)
+      goto err;
+  }
 
   for (i = 0; i < node->n_cfg.cf_nnodes; i++) {
     const struct repl_node_cfg *c = &node->n_cfg.cf_nodes[i];

@@ -15,8 +15,10 @@
 #include "internal.h"
 #include "log.h"
 
+/* Open the backing store.  `where` prefixes every error so that it names
+ * the configuration file and node, e.g. "r0.yaml: node alpha: ". */
 int
-volume_open (struct volume *vol, const char *path)
+volume_open (struct volume *vol, const char *path, const char *where)
 {
   struct stat st;
   int fd;
@@ -25,16 +27,16 @@ volume_open (struct volume *vol, const char *path)
   vol->vol_fd = -1;
   fd = open (path, O_RDWR | O_CLOEXEC);
   if (fd == -1) {
-    log_error ("disk %s: %m", path);
+    log_error ("%sdisk %s: %m", where, path);
     return -1;
   }
   if (fstat (fd, &st) == -1) {
-    log_error ("disk %s: fstat: %m", path);
+    log_error ("%sdisk %s: fstat: %m", where, path);
     goto err;
   }
   if (S_ISBLK (st.st_mode)) {
     if (ioctl (fd, BLKGETSIZE64, &vol->vol_size) == -1) {
-      log_error ("disk %s: BLKGETSIZE64: %m", path);
+      log_error ("%sdisk %s: BLKGETSIZE64: %m", where, path);
       goto err;
     }
     vol->vol_is_block = true;
@@ -43,12 +45,13 @@ volume_open (struct volume *vol, const char *path)
     vol->vol_size = st.st_size;
   else {
     errno = EINVAL;
-    log_error ("disk %s: not a regular file or block device", path);
+    log_error ("%sdisk %s: not a regular file or block device", where,
+               path);
     goto err;
   }
   if (vol->vol_size == 0) {
     errno = EINVAL;
-    log_error ("disk %s: size is 0 bytes", path);
+    log_error ("%sdisk %s: size is 0 bytes", where, path);
     goto err;
   }
   vol->vol_path = strdup (path);

@@ -74,7 +74,7 @@ bad no-such-node "$c" node7 "node=node7: no such node in the configuration" \
     "nodes: node0, node1"
 
 write_config "$c" 's/node0.img/missing.img/'
-bad missing-disk "$c" node0 "disk $tmpdir/missing.img: No such file or directory"
+bad missing-disk "$c" node0 "node node0: disk $tmpdir/missing.img: No such file or directory"
 
 printf 'resource: r0\nnodes: [ { name: node0, id: 0\n' > "$c"
 bad malformed-yaml "$c" node0 "bad.yaml" "YAML syntax error"
