@@ -28,7 +28,6 @@ extern int engine_start (struct repl_node *node);
 extern void engine_destroy (struct repl_node *node);
 
 extern uint64_t engine_size (const struct repl_node *node);
-extern bool engine_is_block_device (const struct repl_node *node);
 
 /* May an NBD client use this node?  Only the primary serves clients;
  * a secondary answers -1 with errno EROFS after logging which node is

@@ -215,7 +215,6 @@ extern void out_msg_init (struct out_msg *om, enum repl_msg_type type,
                           uint64_t offset, const void *payload,
                           uint32_t length);
 extern void peer_queue_locked (struct peer *p, struct out_msg *om);
-extern void peer_wait_done_locked (struct peer *p, struct out_msg *om);
 extern int peer_submit (struct peer *p, enum repl_msg_type type,
                         uint16_t flags, const void *payload, uint32_t count,
                         uint64_t offset, struct waiter *w,
@@ -265,7 +264,6 @@ extern const char *role_name (enum repl_role role);
 extern const char *disk_state_name (enum repl_disk_state disk);
 extern void node_set_disk (struct repl_node *node, enum repl_disk_state disk);
 extern enum repl_role node_role (struct repl_node *node);
-extern bool node_stopping (struct repl_node *node);
 extern struct peer *node_find_peer (struct repl_node *node, unsigned id);
 
 /* listener.c */

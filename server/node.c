@@ -63,17 +63,6 @@ node_role (struct repl_node *node)
   return role;
 }
 
-bool
-node_stopping (struct repl_node *node)
-{
-  bool r;
-
-  pthread_mutex_lock (&node->n_lock);
-  r = node->n_stopping;
-  pthread_mutex_unlock (&node->n_lock);
-  return r;
-}
-
 struct peer *
 node_find_peer (struct repl_node *node, unsigned id)
 {
@@ -301,12 +290,6 @@ uint64_t
 engine_size (const struct repl_node *node)
 {
   return node->n_vol.vol_size;
-}
-
-bool
-engine_is_block_device (const struct repl_node *node)
-{
-  return node->n_vol.vol_is_block;
 }
 
 int

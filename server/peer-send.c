@@ -44,6 +44,15 @@ out_msg_init (struct out_msg *om, enum repl_msg_type type, uint16_t flags,
   om->om_done = false;
 }
 
+/* A client write, trim or zero: what a peer that misses it must get
+ * back by resync. */
+static bool
+changes_data (unsigned type)
+{
+  return type == REPL_MSG_WRITE || type == REPL_MSG_TRIM ||
+         type == REPL_MSG_ZERO;
+}
+
 /* Write all iovecs, coping with short writes. */
 static int
 send_all (int fd, struct iovec *iov, int niov)
@@ -146,14 +155,6 @@ peer_queue_locked (struct peer *p, struct out_msg *om)
   pthread_cond_broadcast (&p->pr_cond);
 }
 
-/* Wait until om has been sent or dropped.  pr_lock held. */
-void
-peer_wait_done_locked (struct peer *p, struct out_msg *om)
-{
-  while (!om->om_done)
-    pthread_cond_wait (&p->pr_cond, &p->pr_lock);
-}
-
 /* Queue a sequenced message to the peer and remember it until the peer
  * acknowledges it.  w (may be NULL) completes once the message has left
  * and, unless on_send, has been acknowledged (or the connection was
@@ -174,8 +175,7 @@ peer_submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
     pthread_cond_wait (&p->pr_cond, &p->pr_lock);
 
   if (p->pr_state != CONN_CONNECTED || p->pr_gen != gen) {
-    if (type == REPL_MSG_WRITE || type == REPL_MSG_TRIM ||
-        type == REPL_MSG_ZERO)
+    if (changes_data (type))
       bitmap_set_range (&p->pr_bitmap, offset, count);
     return 0;
   }
@@ -245,8 +245,7 @@ peer_teardown_locked (struct peer *p)
   while (p->pr_ring_count > 0) {
     struct inflight *f = &p->pr_ring[p->pr_ring_head];
 
-    if (f->if_type == REPL_MSG_WRITE || f->if_type == REPL_MSG_TRIM ||
-        f->if_type == REPL_MSG_ZERO)
+    if (changes_data (f->if_type))
       bitmap_set_range (&p->pr_bitmap, f->if_offset, f->if_count);
     if (f->if_waiter)
       waiter_complete (f->if_waiter);
