@@ -1,0 +1,1 @@
+/* nbdrepl: activity log (placeholder). */

@@ -1,0 +1,1 @@
+/* nbdrepl: crc32c (placeholder, being written). */

@@ -1,0 +1,1 @@
+/* nbdrepl: metadata (placeholder, being written). */

@@ -1,0 +1,1 @@
+/* nbdrepl: uuid-compare (placeholder). */
