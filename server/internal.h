@@ -71,6 +71,8 @@ extern int volume_pread (struct volume *vol, void *buf, uint32_t count,
                          uint64_t offset);
 extern int volume_pwrite (struct volume *vol, const void *buf,
                           uint32_t count, uint64_t offset);
+extern int volume_splice_in (struct volume *vol, int pipe_fd,
+                             uint32_t count, uint64_t offset);
 extern int volume_flush (struct volume *vol);
 extern int volume_trim (struct volume *vol, uint32_t count, uint64_t offset);
 extern int volume_zero (struct volume *vol, uint32_t count, uint64_t offset,

@@ -16,8 +16,10 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/socket.h>
 
 #include "internal.h"
@@ -25,6 +27,55 @@
 
 #define RECV_BUF_SIZE (REPL_HDR_SIZE + REPL_MAX_PAYLOAD + (256u << 10))
 #define LARGE_MESSAGE (64u << 10)
+#define PIPE_SIZE     (1u << 20)   /* wanted; the kernel may give less */
+
+/* One connection's receive state. */
+struct rx {
+  int rx_fd;                    /* the connection */
+  int rx_pipe[2];               /* for splicing payloads to disk, or -1 */
+  size_t rx_pipe_size;
+};
+
+/* Secondary: the payload of a large WRITE or RESYNC_DATA has partly
+ * arrived (have bytes at payload).  Write that part, then move the rest
+ * from the socket to the disk through a pipe with splice, so the bulk of
+ * the data never passes through user space: one copy on the secondary
+ * (into the page cache) instead of two.  Returns 0, -1 if the connection
+ * failed (already reported), or -2 if the disk failed. */
+static int
+write_spliced (struct peer *p, uint64_t gen, struct rx *rx,
+               const struct repl_hdr *h, const uint8_t *payload,
+               uint32_t have)
+{
+  struct volume *vol = &p->pr_node->n_vol;
+  uint64_t offset = h->offset + have;
+  uint32_t left = h->count - have;
+
+  if (have > 0 && volume_pwrite (vol, payload, have, h->offset) == -1)
+    return -2;
+  while (left > 0) {
+    size_t want = left < rx->rx_pipe_size ? left : rx->rx_pipe_size;
+    ssize_t r = splice (rx->rx_fd, NULL, rx->rx_pipe[1], NULL, want,
+                        SPLICE_F_MOVE);
+
+    if (r == -1 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      if (r == 0)
+        peer_fail (p, gen, "connection closed by peer in the middle of "
+                   "a %s message", wire_type_name (h->type));
+      else
+        peer_fail (p, gen, "recv (splice): %m");
+      return -1;
+    }
+    p->pr_last_recv_ns = now_ns ();
+    if (volume_splice_in (vol, rx->rx_pipe[0], r, offset) == -1)
+      return -2;
+    offset += r;
+    left -= r;
+  }
+  return 0;
+}
 
 static bool
 is_data (unsigned type)
@@ -63,9 +114,13 @@ send_ack (struct peer *p, uint64_t gen, enum repl_msg_type type,
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-/* Secondary: apply one data message from the primary. */
+/* Secondary: apply one data message from the primary.  Only `have`
+ * bytes of a WRITE or RESYNC_DATA payload may have arrived yet; the rest
+ * is spliced from the socket.  Returns 0, -1 if the connection failed,
+ * -2 if the disk failed. */
 static int
-apply (struct peer *p, const struct repl_hdr *h, const uint8_t *payload)
+apply (struct peer *p, uint64_t gen, struct rx *rx,
+       const struct repl_hdr *h, const uint8_t *payload, uint32_t have)
 {
   struct repl_node *node = p->pr_node;
   struct volume *vol = &node->n_vol;
@@ -75,7 +130,14 @@ apply (struct peer *p, const struct repl_hdr *h, const uint8_t *payload)
   switch (h->type) {
   case REPL_MSG_WRITE:
   case REPL_MSG_RESYNC_DATA:
-    r = volume_pwrite (vol, payload, h->count, h->offset);
+    if (have < h->count) {
+      r = write_spliced (p, gen, rx, h, payload, have);
+      if (r == -1)
+        return -1;
+      r = r == -2 ? -1 : 0;
+    }
+    else
+      r = volume_pwrite (vol, payload, h->count, h->offset);
     break;
   case REPL_MSG_TRIM:
     r = volume_trim (vol, h->count, h->offset);
@@ -116,7 +178,7 @@ apply (struct peer *p, const struct repl_hdr *h, const uint8_t *payload)
     p->pr_resync_done += h->count;
     pthread_mutex_unlock (&p->pr_lock);
   }
-  return r;
+  return r == -1 ? -2 : 0;
 }
 
 /* Primary: the peer acknowledged everything up to seq: applied, or with
@@ -250,7 +312,8 @@ check_data (struct peer *p, uint64_t gen, const struct repl_hdr *h)
 /* Handle the complete messages in buf[0..len); return the bytes used,
  * or -1 if the connection has failed. */
 static ssize_t
-handle_batch (struct peer *p, uint64_t gen, const uint8_t *buf, size_t len)
+handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
+              const uint8_t *buf, size_t len)
 {
   bool proto_b = p->pr_node->n_cfg.cf_protocol == 'B';
   uint64_t received = 0;
@@ -276,17 +339,30 @@ handle_batch (struct peer *p, uint64_t gen, const uint8_t *buf, size_t len)
 
   received = 0;
   while (len - pos >= REPL_HDR_SIZE) {
+    uint32_t have;
+
     if (wire_decode_hdr (buf + pos, &h, err, sizeof err) == -1) {
       peer_fail (p, gen, "protocol error: %s", err);
       return -1;
     }
-    if (len - pos - REPL_HDR_SIZE < h.length)
-      break;                    /* payload not all here yet */
+    have = len - pos - REPL_HDR_SIZE < h.length
+           ? len - pos - REPL_HDR_SIZE : h.length;
+    /* A payload not all here yet: wait for the rest, unless it is a
+     * large write that can go from the socket to the disk directly. */
+    if (have < h.length &&
+        !(rx->rx_pipe[0] >= 0 && h.length >= LARGE_MESSAGE &&
+          (h.type == REPL_MSG_WRITE || h.type == REPL_MSG_RESYNC_DATA)))
+      break;
 
     if (is_data (h.type)) {
+      int r;
+
       if (check_data (p, gen, &h) == -1)
         return -1;
-      if (apply (p, &h, buf + pos + REPL_HDR_SIZE) == -1) {
+      r = apply (p, gen, rx, &h, buf + pos + REPL_HDR_SIZE, have);
+      if (r == -1)
+        return -1;
+      if (r == -2) {
         /* Tell the primary (if it is still there), which then marks
          * this and every later message out of sync. */
         send_ack (p, gen, REPL_MSG_NACK, h.seq, 0);
@@ -296,6 +372,10 @@ handle_batch (struct peer *p, uint64_t gen, const uint8_t *buf, size_t len)
         return -1;
       }
       received = h.seq;
+      if (have < h.length) {    /* the rest came by splice */
+        pos = len;
+        break;
+      }
     }
     else {
       switch (h.type) {
@@ -325,6 +405,7 @@ handle_batch (struct peer *p, uint64_t gen, const uint8_t *buf, size_t len)
 void
 peer_receive_loop (struct peer *p, uint64_t gen, int fd)
 {
+  struct rx rx = { .rx_fd = fd, .rx_pipe = { -1, -1 } };
   uint8_t *buf;
   size_t fill = 0;
 
@@ -332,6 +413,18 @@ peer_receive_loop (struct peer *p, uint64_t gen, int fd)
   if (buf == NULL) {
     peer_fail (p, gen, "malloc: %m");
     return;
+  }
+  /* Without a pipe, large payloads are received into buf like the rest. */
+  if (pipe2 (rx.rx_pipe, O_CLOEXEC) == 0) {
+    int size = fcntl (rx.rx_pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
+    if (size == -1)
+      size = fcntl (rx.rx_pipe[1], F_GETPIPE_SZ);
+    rx.rx_pipe_size = size > 0 ? (size_t) size : 65536;
+  }
+  else {
+    log_error ("peer %s: pipe2: %m (large writes are copied instead)",
+               p->pr_cfg->nc_name);
+    rx.rx_pipe[0] = rx.rx_pipe[1] = -1;
   }
 
   for (;;) {
@@ -349,6 +442,10 @@ peer_receive_loop (struct peer *p, uint64_t gen, int fd)
       if (length >= LARGE_MESSAGE && length <= REPL_MAX_PAYLOAD && need > fill)
         want = need - fill;
     }
+    /* With splicing, read a little at a time: a large payload that has
+     * not been read into buf yet can go straight to the disk. */
+    if (rx.rx_pipe[0] >= 0 && want > LARGE_MESSAGE)
+      want = LARGE_MESSAGE;
 
     r = recv (fd, buf + fill, want, 0);
     if (r == -1 && errno == EINTR)
@@ -363,7 +460,7 @@ peer_receive_loop (struct peer *p, uint64_t gen, int fd)
     p->pr_last_recv_ns = now_ns ();
     fill += r;
 
-    used = handle_batch (p, gen, buf, fill);
+    used = handle_batch (p, gen, &rx, buf, fill);
     if (used == -1)
       break;
     if (used > 0) {
@@ -372,4 +469,8 @@ peer_receive_loop (struct peer *p, uint64_t gen, int fd)
     }
   }
   free (buf);
+  if (rx.rx_pipe[0] >= 0) {
+    close (rx.rx_pipe[0]);
+    close (rx.rx_pipe[1]);
+  }
 }

@@ -124,6 +124,37 @@ volume_pwrite (struct volume *vol, const void *buf, uint32_t count,
   return 0;
 }
 
+/* Move exactly count bytes from the pipe pipe_fd to the disk at offset,
+ * without copying them through user space (the secondary's receive path
+ * for large writes: socket -> pipe -> disk).  On error the pipe may still
+ * hold some of the bytes; the caller discards it. */
+int
+volume_splice_in (struct volume *vol, int pipe_fd, uint32_t count,
+                  uint64_t offset)
+{
+  while (count > 0) {
+    loff_t off = offset;
+    ssize_t r = splice (pipe_fd, NULL, vol->vol_fd, &off, count,
+                        SPLICE_F_MOVE);
+    if (r == -1) {
+      if (errno == EINTR)
+        continue;
+      log_error ("disk %s: write (splice) at %" PRIu64 ": %m",
+                 vol->vol_path, offset);
+      return -1;
+    }
+    if (r == 0) {
+      errno = EIO;
+      log_error ("disk %s: write (splice) at %" PRIu64 ": pipe empty",
+                 vol->vol_path, offset);
+      return -1;
+    }
+    count -= r;
+    offset += r;
+  }
+  return 0;
+}
+
 int
 volume_flush (struct volume *vol)
 {

@@ -3,8 +3,9 @@
  *
  * Controlled by the environment of the process it is preloaded into:
  *
- *   FAULT_PWRITE_OFFSET=N     every pwrite starting at byte N fails with
- *                             EIO (a bad sector)
+ *   FAULT_PWRITE_OFFSET=N     every pwrite, and every splice into a
+ *                             file, that covers byte N fails with EIO
+ *                             (a bad sector)
  *   FAULT_PWRITE_SLEEP_MS=M   ... after hanging for M ms first (a dying
  *                             disk is slow before it fails)
  *   FAULT_SENDMSG_DELAY_US=U  sleep U µs after every sendmsg of more than
@@ -15,6 +16,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <sys/socket.h>
@@ -23,9 +25,13 @@
 extern ssize_t pwrite (int fd, const void *buf, size_t n, off_t off);
 extern ssize_t pwrite64 (int fd, const void *buf, size_t n, off_t off);
 extern ssize_t sendmsg (int fd, const struct msghdr *msg, int flags);
+extern ssize_t splice (int fd_in, loff_t *off_in, int fd_out,
+                       loff_t *off_out, size_t len, unsigned int flags);
 
 typedef ssize_t (*pwrite_fn) (int, const void *, size_t, off_t);
 typedef ssize_t (*sendmsg_fn) (int, const struct msghdr *, int);
+typedef ssize_t (*splice_fn) (int, loff_t *, int, loff_t *, size_t,
+                              unsigned int);
 
 static long long
 env_number (const char *name, long long def)
@@ -41,7 +47,7 @@ faulty_pwrite (const char *symbol, int fd, const void *buf, size_t n,
   pwrite_fn real = (pwrite_fn) dlsym (RTLD_NEXT, symbol);
   long long bad = env_number ("FAULT_PWRITE_OFFSET", -1);
 
-  if (bad >= 0 && off == bad) {
+  if (bad >= 0 && off <= bad && bad - off < (long long) n) {
     usleep (env_number ("FAULT_PWRITE_SLEEP_MS", 0) * 1000);
     errno = EIO;
     return -1;
@@ -59,6 +65,22 @@ ssize_t
 pwrite64 (int fd, const void *buf, size_t n, off_t off)
 {
   return faulty_pwrite ("pwrite64", fd, buf, n, off);
+}
+
+ssize_t
+splice (int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+        unsigned int flags)
+{
+  splice_fn real = (splice_fn) dlsym (RTLD_NEXT, "splice");
+  long long bad = env_number ("FAULT_PWRITE_OFFSET", -1);
+
+  if (bad >= 0 && off_out != NULL && *off_out <= bad &&
+      bad - *off_out < (long long) len) {
+    usleep (env_number ("FAULT_PWRITE_SLEEP_MS", 0) * 1000);
+    errno = EIO;
+    return -1;
+  }
+  return real (fd_in, off_in, fd_out, off_out, len, flags);
 }
 
 ssize_t
