@@ -170,6 +170,8 @@ struct peer {
   /* Resync towards the peer (we are sync source) or from it (target). */
   void *pr_resync_bufs[RESYNC_SLOTS]; /* RESYNC_MAX_BYTES each */
   bool pr_resync_wanted;        /* kick the resync thread */
+  pthread_cond_t pr_resync_cond; /* the resync thread waits here, not on
+                                   pr_cond, which every send broadcasts */
   bool pr_resyncing;
   uint64_t pr_resync_total;
   uint64_t pr_resync_done;
@@ -179,6 +181,22 @@ struct peer {
   struct out_msg pr_ack_msg;
   uint64_t pr_last_ping_ns;
   uint64_t pr_expect_seq;       /* next sequence number the peer must send */
+
+  /* Who reads the connection (peer-receive.c).  Normally the receive
+   * thread; on the primary, a writer waiting for its own ACK reads it
+   * itself while nobody else is reading, which saves the hand-off from
+   * the receive thread to the writer (a wake-up per write at QD1).  The
+   * receive thread keeps out of the way while writers read. */
+  pthread_cond_t pr_rx_cond;    /* the receive thread may read again */
+  struct rx *pr_rx;             /* this connection's receive state */
+  bool pr_rx_busy;              /* somebody is reading */
+  bool pr_rx_handover;          /* a reading writer left; others wait */
+  uint64_t pr_rx_wanted_applied; /* highest seq whose writer sleeps until
+                                   somebody else reads its ACK */
+  uint64_t pr_rx_wanted_received; /* ... its RECEIVED ACK (protocol B) */
+  uint64_t pr_rx_writer_ns;     /* when a writer last read or wanted to */
+  uint64_t pr_acked_seq;        /* the peer has applied every seq <= this */
+  uint64_t pr_received_seq;     /* ... received (protocol B) */
 
   _Atomic uint64_t pr_last_recv_ns;
   uint64_t pr_connected_ns;
@@ -211,6 +229,16 @@ extern int peer_check_hello (struct peer *p, const struct repl_hello *h,
 extern int peer_send_hello (struct peer *p, int fd);
 extern void peer_refuse (struct peer *p, const char *from, const char *why);
 
+/* A writer's message to one peer, whose answer it waits for: filled in
+ * by peer_submit (pt_seq stays 0 if nothing was queued or nothing needs
+ * an answer), used by peer_wait_own_ack. */
+struct peer_ticket {
+  uint64_t pt_gen;
+  uint64_t pt_seq;
+  bool pt_applied;              /* it waits for the applied ACK, not
+                                   just the received one */
+};
+
 /* peer-send.c */
 extern void out_msg_init (struct out_msg *om, enum repl_msg_type type,
                           uint16_t flags, uint32_t count, uint64_t seq,
@@ -220,16 +248,17 @@ extern void peer_queue_locked (struct peer *p, struct out_msg *om);
 extern int peer_submit (struct peer *p, enum repl_msg_type type,
                         uint16_t flags, const void *payload, uint32_t count,
                         uint64_t offset, struct waiter *w,
-                        struct out_msg *om);
+                        struct out_msg *om, struct peer_ticket *t);
 extern int peer_submit_locked (struct peer *p, enum repl_msg_type type,
                                uint16_t flags, const void *payload,
                                uint32_t count, uint64_t offset,
                                struct waiter *w, bool on_send,
-                               struct out_msg *om);
+                               struct out_msg *om, struct peer_ticket *t);
 extern void peer_teardown_locked (struct peer *p);
 
 /* peer-receive.c */
 extern void peer_receive_loop (struct peer *p, uint64_t gen, int fd);
+extern void peer_wait_own_ack (struct peer *p, struct peer_ticket *t);
 
 /* resync.c */
 extern void *resync_thread (void *arg);

@@ -29,11 +29,17 @@
 #define LARGE_MESSAGE (64u << 10)
 #define PIPE_SIZE     (1u << 20)   /* wanted; the kernel may give less */
 
-/* One connection's receive state. */
+/* After a writer last read the connection, the receive thread leaves it
+ * to writers for this long (unless writers wait for it). */
+#define RX_GRACE_NS (2 * 1000 * 1000)
+
+/* One connection's receive state; used by whoever holds pr_rx_busy. */
 struct rx {
   int rx_fd;                    /* the connection */
   int rx_pipe[2];               /* for splicing payloads to disk, or -1 */
   size_t rx_pipe_size;
+  uint8_t *rx_buf;              /* RECV_BUF_SIZE bytes */
+  size_t rx_fill;               /* bytes in rx_buf not yet handled */
 };
 
 /* Secondary: the payload of a large WRITE or RESYNC_DATA has partly
@@ -232,6 +238,8 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
 
   if (received) {
     uint64_t k;
+    if (seq > p->pr_received_seq)
+      p->pr_received_seq = seq;
     for (k = 0; k <= seq - first; k++) {
       struct inflight *f = &p->pr_ring[(p->pr_ring_head + k) % PEER_WINDOW];
       if (f->if_waiter) {
@@ -247,6 +255,7 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
 
   if (p->pr_ring_count == PEER_WINDOW)
     wake = true;
+  p->pr_acked_seq = seq;
   while (p->pr_ring_count > 0 &&
          p->pr_ring[p->pr_ring_head].if_seq <= seq) {
     struct inflight *f = &p->pr_ring[p->pr_ring_head];
@@ -402,75 +411,217 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
   return pos;
 }
 
-void
-peer_receive_loop (struct peer *p, uint64_t gen, int fd)
+static struct rx *
+rx_new (struct peer *p, uint64_t gen, int fd)
 {
-  struct rx rx = { .rx_fd = fd, .rx_pipe = { -1, -1 } };
-  uint8_t *buf;
-  size_t fill = 0;
+  struct rx *rx = calloc (1, sizeof *rx);
 
-  buf = malloc (RECV_BUF_SIZE);
-  if (buf == NULL) {
+  if (rx == NULL || (rx->rx_buf = malloc (RECV_BUF_SIZE)) == NULL) {
+    free (rx);
     peer_fail (p, gen, "malloc: %m");
-    return;
+    return NULL;
   }
-  /* Without a pipe, large payloads are received into buf like the rest. */
-  if (pipe2 (rx.rx_pipe, O_CLOEXEC) == 0) {
-    int size = fcntl (rx.rx_pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
+  rx->rx_fd = fd;
+  /* Without a pipe, large payloads are received into rx_buf like the
+   * rest. */
+  if (pipe2 (rx->rx_pipe, O_CLOEXEC) == 0) {
+    int size = fcntl (rx->rx_pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
     if (size == -1)
-      size = fcntl (rx.rx_pipe[1], F_GETPIPE_SZ);
-    rx.rx_pipe_size = size > 0 ? (size_t) size : 65536;
+      size = fcntl (rx->rx_pipe[1], F_GETPIPE_SZ);
+    rx->rx_pipe_size = size > 0 ? (size_t) size : 65536;
   }
   else {
     log_error ("peer %s: pipe2: %m (large writes are copied instead)",
                p->pr_cfg->nc_name);
-    rx.rx_pipe[0] = rx.rx_pipe[1] = -1;
+    rx->rx_pipe[0] = rx->rx_pipe[1] = -1;
   }
+  return rx;
+}
 
+static void
+rx_free (struct rx *rx)
+{
+  if (rx->rx_pipe[0] >= 0) {
+    close (rx->rx_pipe[0]);
+    close (rx->rx_pipe[1]);
+  }
+  free (rx->rx_buf);
+  free (rx);
+}
+
+/* Read once (blocking) and handle every complete message.  The caller
+ * holds pr_rx_busy.  Returns 0, or -1 once the connection has failed. */
+static int
+rx_step (struct peer *p, uint64_t gen, struct rx *rx)
+{
+  uint8_t *buf = rx->rx_buf;
+  size_t want = RECV_BUF_SIZE - rx->rx_fill;
+  ssize_t r, used;
+
+  /* A large message that has only partly arrived: read just up to its
+   * end, so that nothing after it has to be moved to the front of the
+   * buffer once it is handled (a memmove of up to a megabyte per 1M
+   * write otherwise).  The header is checked properly later. */
+  if (rx->rx_fill >= REPL_HDR_SIZE) {
+    uint32_t length = (uint32_t) buf[8] << 24 | (uint32_t) buf[9] << 16 |
+                      (uint32_t) buf[10] << 8 | buf[11];
+    size_t need = REPL_HDR_SIZE + (size_t) length;
+    if (length >= LARGE_MESSAGE && length <= REPL_MAX_PAYLOAD &&
+        need > rx->rx_fill)
+      want = need - rx->rx_fill;
+  }
+  /* With splicing, read a little at a time: a large payload that has
+   * not been read into buf yet can go straight to the disk. */
+  if (rx->rx_pipe[0] >= 0 && want > LARGE_MESSAGE)
+    want = LARGE_MESSAGE;
+
+  do
+    r = recv (rx->rx_fd, buf + rx->rx_fill, want, 0);
+  while (r == -1 && errno == EINTR);
+  if (r <= 0) {
+    if (r == 0)
+      peer_fail (p, gen, "connection closed by peer");
+    else
+      peer_fail (p, gen, "recv: %m");
+    return -1;
+  }
+  p->pr_last_recv_ns = now_ns ();
+  rx->rx_fill += r;
+
+  used = handle_batch (p, gen, rx, buf, rx->rx_fill);
+  if (used == -1)
+    return -1;
+  if (used > 0) {
+    memmove (buf, buf + used, rx->rx_fill - used);
+    rx->rx_fill -= used;
+  }
+  return 0;
+}
+
+static bool
+connected (const struct peer *p, uint64_t gen)
+{
+  return p->pr_gen == gen && p->pr_state == CONN_CONNECTED;
+}
+
+/* The receive thread stays away while a writer reads, or recently read
+ * and nobody waits for an ACK that no writer is reading. */
+static bool
+leave_to_writers (const struct peer *p)
+{
+  return p->pr_rx_busy ||
+         (!p->pr_rx_handover &&
+          p->pr_acked_seq >= p->pr_rx_wanted_applied &&
+          (p->pr_acked_seq >= p->pr_rx_wanted_received ||
+           p->pr_received_seq >= p->pr_rx_wanted_received) &&
+          p->pr_rx_writer_ns != 0 &&
+          now_ns () - p->pr_rx_writer_ns < RX_GRACE_NS);
+}
+
+/* The receive thread of connection gen: returns once it has failed. */
+void
+peer_receive_loop (struct peer *p, uint64_t gen, int fd)
+{
+  struct rx *rx = rx_new (p, gen, fd);
+
+  if (rx == NULL)
+    return;
+
+  pthread_mutex_lock (&p->pr_lock);
+  p->pr_rx = rx;
+  p->pr_rx_busy = false;
+  p->pr_rx_handover = false;
+  p->pr_rx_wanted_applied = p->pr_rx_wanted_received = 0;
+  p->pr_rx_writer_ns = 0;
+  p->pr_acked_seq = p->pr_received_seq = 0;
   for (;;) {
-    size_t want = RECV_BUF_SIZE - fill;
-    ssize_t r, used;
+    int r;
 
-    /* A large message that has only partly arrived: read just up to its
-     * end, so that nothing after it has to be moved to the front of the
-     * buffer once it is handled (a memmove of up to a megabyte per 1M
-     * write otherwise).  The header is checked properly later. */
-    if (fill >= REPL_HDR_SIZE) {
-      uint32_t length = (uint32_t) buf[8] << 24 | (uint32_t) buf[9] << 16 |
-                        (uint32_t) buf[10] << 8 | buf[11];
-      size_t need = REPL_HDR_SIZE + (size_t) length;
-      if (length >= LARGE_MESSAGE && length <= REPL_MAX_PAYLOAD && need > fill)
-        want = need - fill;
+    while (connected (p, gen) && leave_to_writers (p)) {
+      struct timespec ts;
+      uint64_t t = now_ns () + RX_GRACE_NS;
+
+      ts.tv_sec = t / 1000000000;
+      ts.tv_nsec = t % 1000000000;
+      pthread_cond_timedwait (&p->pr_rx_cond, &p->pr_lock, &ts);
     }
-    /* With splicing, read a little at a time: a large payload that has
-     * not been read into buf yet can go straight to the disk. */
-    if (rx.rx_pipe[0] >= 0 && want > LARGE_MESSAGE)
-      want = LARGE_MESSAGE;
-
-    r = recv (fd, buf + fill, want, 0);
-    if (r == -1 && errno == EINTR)
-      continue;
-    if (r <= 0) {
-      if (r == 0)
-        peer_fail (p, gen, "connection closed by peer");
-      else
-        peer_fail (p, gen, "recv: %m");
+    if (!connected (p, gen))
       break;
-    }
-    p->pr_last_recv_ns = now_ns ();
-    fill += r;
+    p->pr_rx_busy = true;
+    p->pr_rx_handover = false;
+    pthread_mutex_unlock (&p->pr_lock);
 
-    used = handle_batch (p, gen, &rx, buf, fill);
-    if (used == -1)
+    r = rx_step (p, gen, rx);
+
+    pthread_mutex_lock (&p->pr_lock);
+    p->pr_rx_busy = false;
+    if (r == -1)
       break;
-    if (used > 0) {
-      memmove (buf, buf + used, fill - used);
-      fill -= used;
-    }
   }
-  free (buf);
-  if (rx.rx_pipe[0] >= 0) {
-    close (rx.rx_pipe[0]);
-    close (rx.rx_pipe[1]);
+  /* A writer may still be reading: wait until it lets go of rx. */
+  while (p->pr_rx_busy)
+    pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+  p->pr_rx = NULL;
+  pthread_mutex_unlock (&p->pr_lock);
+  rx_free (rx);
+}
+
+static bool
+own_ack_in (const struct peer *p, const struct peer_ticket *t)
+{
+  return p->pr_acked_seq >= t->pt_seq ||
+         (!t->pt_applied && p->pr_received_seq >= t->pt_seq);
+}
+
+/* Called by a writer after its local write, for the first peer it waits
+ * for.  If nobody is reading the connection, the writer reads it itself
+ * until its own message is acknowledged (or the connection fails),
+ * handling every ACK that comes; then, if other writers wait, it asks the
+ * receive thread to take over.  Otherwise it records the sequence number
+ * it waits for, so that whoever reads keeps reading until it is in; the
+ * caller then sleeps on its waiter.  The reader role is only taken
+ * here, never while the writer may still block elsewhere (sending, or on
+ * its own disk), so that ACKs never pile up unread on the connection. */
+void
+peer_wait_own_ack (struct peer *p, struct peer_ticket *t)
+{
+  if (t->pt_seq == 0)
+    return;
+  pthread_mutex_lock (&p->pr_lock);
+  if (!connected (p, t->pt_gen) || own_ack_in (p, t)) {
+    pthread_mutex_unlock (&p->pr_lock);
+    return;
   }
+  if (p->pr_rx_busy || p->pr_rx == NULL) {
+    /* Whoever reads keeps reading until this ACK is in. */
+    if (t->pt_applied && t->pt_seq > p->pr_rx_wanted_applied)
+      p->pr_rx_wanted_applied = t->pt_seq;
+    if (!t->pt_applied && t->pt_seq > p->pr_rx_wanted_received)
+      p->pr_rx_wanted_received = t->pt_seq;
+    /* ... and then leaves the connection to writers. */
+    p->pr_rx_writer_ns = now_ns ();
+    pthread_mutex_unlock (&p->pr_lock);
+    return;
+  }
+
+  p->pr_rx_busy = true;
+  while (connected (p, t->pt_gen) && !own_ack_in (p, t)) {
+    struct rx *rx = p->pr_rx;
+    int r;
+
+    pthread_mutex_unlock (&p->pr_lock);
+    r = rx_step (p, t->pt_gen, rx);
+    pthread_mutex_lock (&p->pr_lock);
+    if (r == -1)
+      break;
+  }
+  p->pr_rx_busy = false;
+  p->pr_rx_writer_ns = now_ns ();
+  if (!leave_to_writers (p)) {   /* others wait for their ACKs */
+    p->pr_rx_handover = true;
+    pthread_cond_signal (&p->pr_rx_cond);
+  }
+  if (!connected (p, t->pt_gen))
+    pthread_cond_broadcast (&p->pr_cond);  /* the receive loop waits */
+  pthread_mutex_unlock (&p->pr_lock);
 }

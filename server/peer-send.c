@@ -165,7 +165,8 @@ peer_queue_locked (struct peer *p, struct out_msg *om)
 int
 peer_submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
                     const void *payload, uint32_t count, uint64_t offset,
-                    struct waiter *w, bool on_send, struct out_msg *om)
+                    struct waiter *w, bool on_send, struct out_msg *om,
+                    struct peer_ticket *t)
 {
   struct inflight *f;
   uint64_t seq, gen = p->pr_gen;
@@ -201,6 +202,12 @@ peer_submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
   om->om_on_send = w;
   if (w)
     waiter_add (w, on_send ? 1 : 2);
+  if (t != NULL && !on_send) {
+    t->pt_gen = gen;
+    t->pt_seq = seq;
+    t->pt_applied = p->pr_node->n_cfg.cf_protocol != 'B' ||
+                    type == REPL_MSG_FLUSH || (flags & REPL_FLAG_FUA);
+  }
   peer_queue_locked (p, om);
   return 1;
 }
@@ -208,7 +215,7 @@ peer_submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
 int
 peer_submit (struct peer *p, enum repl_msg_type type, uint16_t flags,
              const void *payload, uint32_t count, uint64_t offset,
-             struct waiter *w, struct out_msg *om)
+             struct waiter *w, struct out_msg *om, struct peer_ticket *t)
 {
   /* Protocol A: a plain write is done once it has left for the peer.
    * FUA writes and flushes always wait for the peer's disk. */
@@ -218,7 +225,7 @@ peer_submit (struct peer *p, enum repl_msg_type type, uint16_t flags,
 
   pthread_mutex_lock (&p->pr_lock);
   r = peer_submit_locked (p, type, flags, payload, count, offset, w,
-                          on_send, om);
+                          on_send, om, t);
   pthread_mutex_unlock (&p->pr_lock);
   return r;
 }

@@ -81,6 +81,8 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
   pthread_condattr_init (&attr);
   pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
   pthread_cond_init (&p->pr_cond, &attr);
+  pthread_cond_init (&p->pr_rx_cond, &attr);
+  pthread_cond_init (&p->pr_resync_cond, &attr);
   pthread_condattr_destroy (&attr);
   p->pr_state = CONN_CONNECTING;
   p->pr_fd = -1;
@@ -103,6 +105,8 @@ peer_free (struct peer *p)
   for (unsigned i = 0; i < RESYNC_SLOTS; i++)
     free (p->pr_resync_bufs[i]);
   pthread_cond_destroy (&p->pr_cond);
+  pthread_cond_destroy (&p->pr_rx_cond);
+  pthread_cond_destroy (&p->pr_resync_cond);
   pthread_mutex_destroy (&p->pr_lock);
   p->pr_magic = 0;
   free (p);
@@ -124,6 +128,7 @@ vfail_locked (struct peer *p, uint64_t gen, const char *fmt, va_list ap)
   /* Wakes the receiver out of recv and any sender out of sendmsg. */
   shutdown (p->pr_fd, SHUT_RDWR);
   pthread_cond_broadcast (&p->pr_cond);
+  pthread_cond_broadcast (&p->pr_rx_cond);
 }
 
 /* Declare connection generation gen dead, once, saying why.  Safe from
@@ -438,6 +443,7 @@ peer_thread (void *arg)
     if (node_role (node) == REPL_ROLE_PRIMARY)
       p->pr_resync_wanted = true;
     pthread_cond_broadcast (&p->pr_cond);
+    pthread_cond_signal (&p->pr_resync_cond);
     pthread_mutex_unlock (&p->pr_lock);
 
     pthread_mutex_lock (&node->n_lock);
@@ -501,6 +507,7 @@ peer_request_stop (struct peer *p)
   p->pr_stopping = true;
   peer_fail_locked (p, p->pr_gen, "shutting down");
   pthread_cond_broadcast (&p->pr_cond);
+  pthread_cond_signal (&p->pr_resync_cond);
   pthread_mutex_unlock (&p->pr_lock);
 }
 

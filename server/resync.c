@@ -46,7 +46,8 @@ send_control (struct peer *p, uint64_t gen, enum repl_msg_type type,
   waiter_init (&w, 0);
   pthread_mutex_lock (&p->pr_lock);
   r = still_connected (p, gen) &&
-      peer_submit_locked (p, type, 0, NULL, 0, offset, &w, false, &om) == 1;
+      peer_submit_locked (p, type, 0, NULL, 0, offset, &w, false, &om,
+                          NULL) == 1;
   pthread_mutex_unlock (&p->pr_lock);
   waiter_wait (&w);
   waiter_destroy (&w);
@@ -109,7 +110,7 @@ resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
     }
     pthread_mutex_lock (&p->pr_lock);
     peer_submit_locked (p, REPL_MSG_RESYNC_DATA, 0, s->rs_buf, len, offset,
-                        &s->rs_waiter, false, &s->rs_msg);
+                        &s->rs_waiter, false, &s->rs_msg, NULL);
     pthread_mutex_unlock (&p->pr_lock);
     ilock_release (&node->n_ilock, &range);
   }
@@ -184,7 +185,7 @@ resync_thread (void *arg)
     pthread_mutex_lock (&p->pr_lock);
     while (!p->pr_stopping &&
            !(p->pr_resync_wanted && p->pr_state == CONN_CONNECTED))
-      pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+      pthread_cond_wait (&p->pr_resync_cond, &p->pr_lock);
     if (p->pr_stopping) {
       pthread_mutex_unlock (&p->pr_lock);
       break;

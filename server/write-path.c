@@ -70,18 +70,21 @@ mark_failed_local (struct repl_node *node, uint32_t count, uint64_t offset)
     pthread_mutex_lock (&p->pr_lock);
     bitmap_set_range (&p->pr_bitmap, offset, count);
     p->pr_resync_wanted = true;
-    pthread_cond_broadcast (&p->pr_cond);
+    pthread_cond_signal (&p->pr_resync_cond);
     pthread_mutex_unlock (&p->pr_lock);
   }
 }
 
 /* Replicate one message (at most REPL_MAX_PAYLOAD of data) and apply it
- * locally; returns when the local disk and every connected peer are done. */
+ * locally; returns when the local disk and every connected peer are done.
+ * While it waits, the writer reads the first peer's answer itself when
+ * nobody else is reading that connection (peer-receive.c). */
 static int
 replicate (struct repl_node *node, const struct local_op *op,
            uint32_t count, uint64_t offset)
 {
   struct out_msg msgs[REPL_MAX_NODES];
+  struct peer_ticket tickets[REPL_MAX_NODES];
   uint16_t flags = 0;
   struct waiter w;
   size_t i;
@@ -93,12 +96,23 @@ replicate (struct repl_node *node, const struct local_op *op,
     flags |= REPL_FLAG_MAY_TRIM;
 
   waiter_init (&w, 0);
-  for (i = 0; i < node->n_npeers; i++)
+  for (i = 0; i < node->n_npeers; i++) {
+    tickets[i] = (struct peer_ticket) { .pt_seq = 0 };
     peer_submit (node->n_peers[i], op->lo_type, flags, op->lo_buf,
                  op->lo_type == REPL_MSG_FLUSH ? 0 : count,
-                 op->lo_type == REPL_MSG_FLUSH ? 0 : offset, &w, &msgs[i]);
+                 op->lo_type == REPL_MSG_FLUSH ? 0 : offset, &w, &msgs[i],
+                 &tickets[i]);
+  }
   r = local_apply (node, op, count, offset);
   saved_errno = errno;
+  /* Read the answer of the first peer that owes one ourselves (if nobody
+   * else is reading that connection); the other peers' receive threads
+   * read theirs. */
+  for (i = 0; i < node->n_npeers; i++)
+    if (tickets[i].pt_seq != 0) {
+      peer_wait_own_ack (node->n_peers[i], &tickets[i]);
+      break;
+    }
   waiter_wait (&w);
   waiter_destroy (&w);
   if (r == -1 && op->lo_type != REPL_MSG_FLUSH)
