@@ -9,7 +9,8 @@
  * is checked here before anything is copied into struct repl_config.
  *
  * Every error is one line, "FILE:LINE: WHERE: KEY: PROBLEM 'VALUE'",
- * where WHERE is empty, "net: " or "nodes[N] (NAME): ".
+ * where WHERE is empty, "net: ", "metadata: ", "resync: " or
+ * "nodes[N] (NAME): ".
  */
 #include <config.h>
 
@@ -17,9 +18,11 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +32,7 @@
 #include <yaml.h>
 
 #include "cleanup.h"
+#include "metadata.h"           /* the geometry's defaults and ranges */
 #include "repl-config.h"
 
 /* A real configuration file is well under a kilobyte; the cap only stops
@@ -454,6 +458,65 @@ parse_seconds_ms (const char *s, unsigned long *ms)
   return *p == '\0';
 }
 
+/* A size or a rate: decimal digits (no sign, no leading zero) and an
+ * optional binary suffix, K, M, G or T in either case, which may be
+ * followed by "iB": 4096, 4K, 4k and 4KiB are all 4096.  "KB" is
+ * refused, since it may mean 1000 or 1024.  Saturates at UINT64_MAX,
+ * so that a huge value is reported as out of range, never wrapped. */
+static bool
+parse_size (const char *s, uint64_t *out)
+{
+  static const char units[] = "KMGT";
+  const char *p = s, *u;
+  uint64_t v = 0;
+  unsigned shift = 0;
+  char c;
+
+  if (!is_digit (s[0]) || (s[0] == '0' && is_digit (s[1])))
+    return false;
+  for (; is_digit (*p); p++)
+    v = v > (UINT64_MAX - 9) / 10 ? UINT64_MAX : v * 10 + (*p - '0');
+  if (*p != '\0') {
+    c = *p >= 'a' && *p <= 'z' ? *p - ('a' - 'A') : *p;
+    u = strchr (units, c);      /* c is not NUL: *p was not */
+    if (u == NULL)
+      return false;
+    shift = 10 * (unsigned) (u - units + 1);
+    p++;
+    if (strcmp (p, "iB") == 0)
+      p += 2;
+  }
+  if (*p != '\0')
+    return false;
+  *out = v > (UINT64_MAX >> shift) ? UINT64_MAX : v << shift;
+  return true;
+}
+
+/* A byte count for messages, as short as it is exact: 512, 4K, 1M,
+ * 1536.  buf holds at least 24 bytes. */
+static const char *
+format_size (uint64_t v, char *buf, size_t len)
+{
+  static const char units[] = "KMGT";
+  int i = -1;
+
+  while (v != 0 && v % 1024 == 0 && i < 3) {
+    v /= 1024;
+    i++;
+  }
+  if (i < 0)
+    snprintf (buf, len, "%" PRIu64, v);
+  else
+    snprintf (buf, len, "%" PRIu64 "%c", v, units[i]);
+  return buf;
+}
+
+static bool
+is_pow2 (uint64_t v)
+{
+  return v != 0 && (v & (v - 1)) == 0;
+}
+
 static bool
 name_ok (const char *s)
 {
@@ -503,6 +566,76 @@ get_path (struct loader *ld, const char *where, const yaml_node_t *key,
   }
   if (*out == NULL) {
     load_oom (ld);
+    return -1;
+  }
+  return 0;
+}
+
+/* A size or rate value (parse_size); text gets the value as written,
+ * for later messages.  what says what was expected. */
+static int
+get_size (struct loader *ld, const char *where, const yaml_node_t *key,
+          const yaml_node_t *val, const char *what, uint64_t *out,
+          const char **text)
+{
+  if (get_number_text (ld, where, key, val, text) == -1)
+    return -1;
+  if (!parse_size (*text, out)) {
+    load_error (ld, node_line (val),
+                "%s%s: '%s' is not %s (a whole number with an optional K, M, G or T)",
+                where, scalar (key), *text, what);
+    return -1;
+  }
+  return 0;
+}
+
+/* v, written as text, must be in min..max (and a power of 2 if pow2;
+ * the range first, so that a huge value, saturated, is "out of range").
+ * unit follows the range in the message: "" or " bytes/s". */
+static int
+check_size (struct loader *ld, const char *where, const yaml_node_t *key,
+            const yaml_node_t *val, const char *text, uint64_t v,
+            bool pow2, uint64_t min, uint64_t max, const char *unit)
+{
+  char lo[24], hi[24];
+
+  if (v < min || v > max) {
+    load_error (ld, node_line (val), "%s%s: %s out of range %s..%s%s",
+                where, scalar (key), text, format_size (min, lo, sizeof lo),
+                format_size (max, hi, sizeof hi), unit);
+    return -1;
+  }
+  if (pow2 && !is_pow2 (v)) {
+    load_error (ld, node_line (val), "%s%s: %s is not a power of 2",
+                where, scalar (key), text);
+    return -1;
+  }
+  return 0;
+}
+
+/* true or false, plain; YAML 1.1's yes, no, on and off are refused
+ * rather than guessed at. */
+static int
+get_bool (struct loader *ld, const char *where, const yaml_node_t *key,
+          const yaml_node_t *val, bool *out)
+{
+  const char *s;
+
+  if (get_text (ld, where, key, val, &s) == -1)
+    return -1;
+  if (val->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
+    load_error (ld, node_line (val), "%s%s: expected true or false, got quoted '%s'",
+                where, scalar (key), s);
+    return -1;
+  }
+  if (strcmp (s, "true") == 0 || strcmp (s, "True") == 0 || strcmp (s, "TRUE") == 0)
+    *out = true;
+  else if (strcmp (s, "false") == 0 || strcmp (s, "False") == 0 ||
+           strcmp (s, "FALSE") == 0)
+    *out = false;
+  else {
+    load_error (ld, node_line (val), "%s%s: '%s' is not true or false",
+                where, scalar (key), s);
     return -1;
   }
   return 0;
@@ -672,7 +805,178 @@ parse_net (struct loader *ld, const yaml_node_t *netkey, const yaml_node_t *map,
   return 0;
 }
 
-enum { NODE_NAME, NODE_ID, NODE_ADDRESS, NODE_DISK, NODE_CONTROL, NODE_NKEYS };
+enum { MDK_BITMAP_GRANULARITY, MDK_AL_EXTENT_SIZE, MDK_AL_EXTENTS, MDK_NKEYS };
+
+static const char *const metadata_keys[MDK_NKEYS] = {
+  [MDK_BITMAP_GRANULARITY] = "bitmap-granularity",
+  [MDK_AL_EXTENT_SIZE] = "al-extent-size",
+  [MDK_AL_EXTENTS] = "al-extents",
+};
+
+/* The geometry of new metadata, held to md_layout's ranges so that
+ * creating the area never refuses what the loader accepted.  (Whether
+ * the volume fits in MD_AL_EMPTY - 1 extents depends on its size, which
+ * only the engine knows.) */
+static int
+parse_metadata (struct loader *ld, const yaml_node_t *map,
+                struct repl_config *cfg)
+{
+  static const char where[] = "metadata: ";
+  yaml_node_t *keys[MDK_NKEYS], *vals[MDK_NKEYS];
+  const char *s;
+  unsigned long n;
+  uint64_t v;
+  char a[24], b[24];
+  int line;
+
+  if (is_null (map))            /* every entry commented out */
+    return 0;
+  if (map->type != YAML_MAPPING_NODE) {
+    load_error (ld, node_line (map), "metadata: expected a mapping, got %s",
+                node_kind (map));
+    return -1;
+  }
+  if (collect_keys (ld, map, where, metadata_keys, MDK_NKEYS, keys, vals) == -1)
+    return -1;
+
+  if (vals[MDK_BITMAP_GRANULARITY]) {
+    if (get_size (ld, where, keys[MDK_BITMAP_GRANULARITY],
+                  vals[MDK_BITMAP_GRANULARITY], "a size in bytes", &v, &s) == -1 ||
+        check_size (ld, where, keys[MDK_BITMAP_GRANULARITY],
+                    vals[MDK_BITMAP_GRANULARITY], s, v, true,
+                    MD_MIN_GRANULARITY, MD_MAX_GRANULARITY, "") == -1)
+      return -1;
+    cfg->cf_bitmap_granularity = v;
+  }
+  if (vals[MDK_AL_EXTENT_SIZE]) {
+    if (get_size (ld, where, keys[MDK_AL_EXTENT_SIZE],
+                  vals[MDK_AL_EXTENT_SIZE], "a size in bytes", &v, &s) == -1 ||
+        check_size (ld, where, keys[MDK_AL_EXTENT_SIZE],
+                    vals[MDK_AL_EXTENT_SIZE], s, v, true,
+                    MD_MIN_AL_EXTENT_SIZE, MD_MAX_AL_EXTENT_SIZE, "") == -1)
+      return -1;
+    cfg->cf_al_extent_size = v;
+  }
+  if (vals[MDK_AL_EXTENTS]) {
+    if (get_number_text (ld, where, keys[MDK_AL_EXTENTS],
+                         vals[MDK_AL_EXTENTS], &s) == -1)
+      return -1;
+    if (!parse_decimal (s, &n)) {
+      load_error (ld, node_line (vals[MDK_AL_EXTENTS]),
+                  "metadata: al-extents: '%s' is not a decimal integer", s);
+      return -1;
+    }
+    if (n < 1 || n > MD_MAX_AL_EXTENTS) {
+      load_error (ld, node_line (vals[MDK_AL_EXTENTS]),
+                  "metadata: al-extents: %s out of range 1..%d", s,
+                  MD_MAX_AL_EXTENTS);
+      return -1;
+    }
+    cfg->cf_al_extents = n;
+  }
+
+  /* A bitmap bit may not span two extents.  The defaults agree, so at
+   * least one of the two was given. */
+  if (cfg->cf_al_extent_size < cfg->cf_bitmap_granularity) {
+    line = node_line (vals[MDK_AL_EXTENT_SIZE] ? vals[MDK_AL_EXTENT_SIZE]
+                      : vals[MDK_BITMAP_GRANULARITY] ? vals[MDK_BITMAP_GRANULARITY]
+                      : map);
+    load_error (ld, line,
+                "metadata: al-extent-size: %s is smaller than bitmap-granularity %s",
+                format_size (cfg->cf_al_extent_size, a, sizeof a),
+                format_size (cfg->cf_bitmap_granularity, b, sizeof b));
+    return -1;
+  }
+  return 0;
+}
+
+enum { RS_RESYNC_RATE, RS_C_MIN_RATE, RS_C_MAX_RATE, RS_CSUMS, RS_NKEYS };
+
+static const char *const resync_keys[RS_NKEYS] = {
+  [RS_RESYNC_RATE] = "resync-rate",
+  [RS_C_MIN_RATE] = "c-min-rate",
+  [RS_C_MAX_RATE] = "c-max-rate",
+  [RS_CSUMS] = "csums",
+};
+
+/* The pace of resync: a fixed rate, or the dynamic controller's two
+ * rates, or (neither) as fast as it goes; see struct repl_config. */
+static int
+parse_resync (struct loader *ld, const yaml_node_t *map,
+              struct repl_config *cfg)
+{
+  static const char where[] = "resync: ";
+  yaml_node_t *keys[RS_NKEYS], *vals[RS_NKEYS];
+  uint64_t *dest[RS_CSUMS] = {
+    [RS_RESYNC_RATE] = &cfg->cf_resync_rate,
+    [RS_C_MIN_RATE] = &cfg->cf_c_min_rate,
+    [RS_C_MAX_RATE] = &cfg->cf_c_max_rate,
+  };
+  const char *text[RS_CSUMS] = { NULL };
+  size_t i, c, given, missing;
+  uint64_t v;
+  int line;
+
+  if (is_null (map))            /* every entry commented out */
+    return 0;
+  if (map->type != YAML_MAPPING_NODE) {
+    load_error (ld, node_line (map), "resync: expected a mapping, got %s",
+                node_kind (map));
+    return -1;
+  }
+  if (collect_keys (ld, map, where, resync_keys, RS_NKEYS, keys, vals) == -1)
+    return -1;
+
+  for (i = 0; i < RS_CSUMS; i++) {
+    if (vals[i] == NULL)
+      continue;
+    /* 0 is "no fixed rate" for resync-rate; for the controller's rates
+     * it would mean a stalled resync, or (in DRBD) no throttling at all:
+     * refused rather than guessed at. */
+    if (get_size (ld, where, keys[i], vals[i], "a rate in bytes per second",
+                  &v, &text[i]) == -1 ||
+        check_size (ld, where, keys[i], vals[i], text[i], v, false,
+                    i == RS_RESYNC_RATE ? 0 : 1, REPL_MAX_RATE, " bytes/s") == -1)
+      return -1;
+    *dest[i] = v;
+  }
+  if (vals[RS_CSUMS] &&
+      get_bool (ld, where, keys[RS_CSUMS], vals[RS_CSUMS], &cfg->cf_csums) == -1)
+    return -1;
+
+  /* Two ways of setting the pace cannot both be obeyed: the message is on
+   * the line of whichever comes second. */
+  if (vals[RS_RESYNC_RATE] && (vals[RS_C_MIN_RATE] || vals[RS_C_MAX_RATE])) {
+    c = vals[RS_C_MIN_RATE] ? RS_C_MIN_RATE : RS_C_MAX_RATE;
+    line = node_line (keys[c]);
+    if (node_line (keys[RS_RESYNC_RATE]) > line)
+      line = node_line (keys[RS_RESYNC_RATE]);
+    load_error (ld, line,
+                "resync: resync-rate %s and %s %s are both set: use a fixed rate "
+                "or the dynamic controller (c-min-rate, c-max-rate), not both",
+                text[RS_RESYNC_RATE], resync_keys[c], text[c]);
+    return -1;
+  }
+  if ((vals[RS_C_MIN_RATE] == NULL) != (vals[RS_C_MAX_RATE] == NULL)) {
+    given = vals[RS_C_MIN_RATE] ? RS_C_MIN_RATE : RS_C_MAX_RATE;
+    missing = given == RS_C_MIN_RATE ? RS_C_MAX_RATE : RS_C_MIN_RATE;
+    load_error (ld, node_line (keys[given]),
+                "resync: %s: %s given without %s; the dynamic controller needs both",
+                resync_keys[given], text[given], resync_keys[missing]);
+    return -1;
+  }
+  if (cfg->cf_c_min_rate > cfg->cf_c_max_rate) {
+    load_error (ld, node_line (vals[RS_C_MIN_RATE]),
+                "resync: c-min-rate: %s is greater than c-max-rate %s",
+                text[RS_C_MIN_RATE], text[RS_C_MAX_RATE]);
+    return -1;
+  }
+  return 0;
+}
+
+/* Required keys first: parse_node checks those before NODE_CONTROL. */
+enum { NODE_NAME, NODE_ID, NODE_ADDRESS, NODE_DISK, NODE_CONTROL, NODE_META,
+       NODE_NKEYS };
 
 static const char *const node_keys[NODE_NKEYS] = {
   [NODE_NAME] = "name",
@@ -680,6 +984,7 @@ static const char *const node_keys[NODE_NKEYS] = {
   [NODE_ADDRESS] = "address",
   [NODE_DISK] = "disk",
   [NODE_CONTROL] = "control",
+  [NODE_META] = "meta",
 };
 
 /* The node's name, if it has a usable one, so that every message about
@@ -728,6 +1033,55 @@ check_unique (struct loader *ld, const struct repl_config *cfg, size_t i,
       load_error (ld, node_line (vals[NODE_ADDRESS]),
                   "%saddress: duplicate %s, also used by %s",
                   where, nc->nc_address, other->nc_name);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Node i's metadata path against the disks and metadata paths of nodes
+ * 0..i.  The loader cannot tell which nodes share a machine (on one
+ * machine, in tests and demos, they all do), so it refuses what would
+ * be a disaster there: metadata written over a disk, or two nodes'
+ * metadata in one file.  Nodes with the same disk path are the
+ * exception: they cannot share a machine, since they would share the
+ * disk, so they may have the same metadata path too, as with DRBD's
+ * usual "the same paths on every host". */
+static int
+check_meta (struct loader *ld, const struct repl_config *cfg, size_t i,
+            const char *where, yaml_node_t *const *vals)
+{
+  const struct repl_node_cfg *nc = &cfg->cf_nodes[i], *other;
+  const char *deflt = nc->nc_meta_default ? "default " : "";
+  int line = vals[NODE_META] ? node_line (vals[NODE_META]) : nc->nc_line;
+  size_t j;
+
+  for (j = 0; j <= i; j++) {
+    other = &cfg->cf_nodes[j];
+    if (nc->nc_meta && strcmp (nc->nc_meta, other->nc_disk) == 0) {
+      if (j == i)
+        load_error (ld, line, "%smeta: '%s' is the node's own disk",
+                    where, nc->nc_meta);
+      else
+        load_error (ld, line, "%smeta: %s'%s' is the disk of %s",
+                    where, deflt, nc->nc_meta, other->nc_name);
+      return -1;
+    }
+    if (j == i)
+      break;
+    if (other->nc_meta && strcmp (other->nc_meta, nc->nc_disk) == 0) {
+      load_error (ld, node_line (vals[NODE_DISK]),
+                  "%sdisk: '%s' is the %smetadata of %s", where, nc->nc_disk,
+                  other->nc_meta_default ? "default " : "", other->nc_name);
+      return -1;
+    }
+    if (nc->nc_meta && other->nc_meta &&
+        strcmp (nc->nc_meta, other->nc_meta) == 0 &&
+        strcmp (nc->nc_disk, other->nc_disk) != 0) {
+      load_error (ld, line,
+                  "%smeta: %sduplicate %s, also used by %s, whose disk is "
+                  "different (only nodes with the same disk path may share "
+                  "a metadata path)", where, deflt, nc->nc_meta, other->nc_name);
       return -1;
     }
   }
@@ -808,6 +1162,28 @@ parse_node (struct loader *ld, struct repl_config *cfg, size_t i,
   if (get_path (ld, where, keys[NODE_DISK], vals[NODE_DISK], &nc->nc_disk) == -1)
     return -1;
 
+  /* "internal" is a word, not a file name: a file called so is
+   * "./internal". */
+  if (vals[NODE_META]) {
+    if (get_text (ld, where, keys[NODE_META], vals[NODE_META], &s) == -1)
+      return -1;
+    if (strcmp (s, "internal") == 0)
+      nc->nc_meta_internal = true;
+    else if (get_path (ld, where, keys[NODE_META], vals[NODE_META],
+                       &nc->nc_meta) == -1)
+      return -1;
+  }
+  else {
+    nc->nc_meta_default = true;
+    if (asprintf (&nc->nc_meta, "%s" REPL_META_SUFFIX, nc->nc_disk) == -1) {
+      nc->nc_meta = NULL;
+      load_oom (ld);
+      return -1;
+    }
+  }
+  if (check_meta (ld, cfg, i, where, vals) == -1)
+    return -1;
+
   if (vals[NODE_CONTROL]) {
     if (get_path (ld, where, keys[NODE_CONTROL], vals[NODE_CONTROL],
                   &nc->nc_control) == -1)
@@ -866,12 +1242,15 @@ parse_nodes (struct loader *ld, const yaml_node_t *key, const yaml_node_t *seq,
   return 0;
 }
 
-enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_NET, TOP_NODES, TOP_NKEYS };
+enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_NET, TOP_METADATA, TOP_RESYNC,
+       TOP_NODES, TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
   [TOP_PROTOCOL] = "protocol",
   [TOP_NET] = "net",
+  [TOP_METADATA] = "metadata",
+  [TOP_RESYNC] = "resync",
   [TOP_NODES] = "nodes",
 };
 
@@ -917,6 +1296,10 @@ parse_top (struct loader *ld, struct repl_config *cfg)
   if (vals[TOP_NET] &&
       parse_net (ld, keys[TOP_NET], vals[TOP_NET], cfg) == -1)
     return -1;
+  if (vals[TOP_METADATA] && parse_metadata (ld, vals[TOP_METADATA], cfg) == -1)
+    return -1;
+  if (vals[TOP_RESYNC] && parse_resync (ld, vals[TOP_RESYNC], cfg) == -1)
+    return -1;
 
   return parse_nodes (ld, keys[TOP_NODES], vals[TOP_NODES], cfg);
 }
@@ -945,6 +1328,10 @@ config_load (const char *path, struct repl_config *cfg, char *err, size_t errlen
   cfg->cf_ping_timeout_ms = 5000;
   cfg->cf_timeout_ms = 6000;
   cfg->cf_connect_retry_max_ms = 2000;
+  cfg->cf_bitmap_granularity = MD_DEFAULT_GRANULARITY;
+  cfg->cf_al_extent_size = MD_DEFAULT_AL_EXTENT_SIZE;
+  cfg->cf_al_extents = MD_DEFAULT_AL_EXTENTS;
+  /* resync-rate, c-min-rate, c-max-rate 0: unthrottled; csums false. */
 
   if (read_file (&ld, &buf, &len) == -1 ||
       scan_events (&ld, buf, len) == -1 ||
@@ -986,6 +1373,7 @@ config_free (struct repl_config *cfg)
     free (cfg->cf_nodes[i].nc_port);
     free (cfg->cf_nodes[i].nc_disk);
     free (cfg->cf_nodes[i].nc_control);
+    free (cfg->cf_nodes[i].nc_meta);
   }
   memset (cfg, 0, sizeof *cfg);
 }

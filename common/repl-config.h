@@ -10,28 +10,49 @@
  *     ping-timeout: 5            # peer dead after this long silent (0.2..600)
  *     timeout: 6                 # peer dead when a write waits longer (0.2..600)
  *     connect-retry-max: 2       # max seconds between reconnect attempts (0.1..60)
+ *   metadata:                    # optional; used when metadata is created
+ *     bitmap-granularity: 4K     # bytes per dirty-bitmap bit, power of 2, 512..1M
+ *     al-extent-size: 4M         # bytes per activity-log extent, power of 2,
+ *                                #   64K..1G, >= bitmap-granularity
+ *     al-extents: 1024           # activity-log slots, 1..65536
+ *   resync:                      # optional
+ *     resync-rate: 100M          # fixed rate, bytes/s; 0 = unthrottled
+ *     c-min-rate: 10M            # dynamic controller, bytes/s: the rate while
+ *     c-max-rate: 400M           #   application I/O is present / otherwise;
+ *                                #   both or neither, not with resync-rate
+ *     csums: false               # checksum-based resync (DRBD's csums-alg)
  *   nodes:                       # 1..REPL_MAX_NODES entries
  *     - name: alpha              # [A-Za-z0-9_.-], 1..63 chars, unique
  *       id: 0                    # 0..REPL_MAX_NODE_ID, unique
  *       address: 10.0.0.1:7789   # host:port or '[v6addr]:port' (quoted:
  *                                #   a bare [ starts a YAML list), unique
  *       disk: /dev/vg/r0         # backing file or block device
+ *       meta: internal           # PATH | internal; default DISK.meta
  *       control: /run/nbdrepl/r0-alpha.sock   # optional
  *
- * Relative disk and control paths are taken relative to the directory
- * that holds the configuration file.  Every error names the file, the
- * line, the key and the offending value.
+ * Sizes and rates are whole numbers of bytes with an optional suffix K,
+ * M, G or T (powers of 1024; either case; "KiB" etc. too): 4096, 4K,
+ * 4KiB.  Unlike DRBD, a plain number is bytes, not KiB.  A rate of at
+ * most REPL_MAX_RATE bytes per second.
+ *
+ * Relative disk, meta and control paths are taken relative to the
+ * directory that holds the configuration file.  Every error names the
+ * file, the line, the key and the offending value.
  */
 #ifndef NBDREPL_REPL_CONFIG_H
 #define NBDREPL_REPL_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define REPL_MAX_NODES    8
 #define REPL_MAX_NODE_ID  31
 #define REPL_NAME_MAX     63
 
 #define REPL_CONTROL_DIR  "/run/nbdrepl"
+#define REPL_META_SUFFIX  ".meta"       /* default meta: DISK.meta */
+#define REPL_MAX_RATE     (UINT64_C (1) << 40)  /* 1 TiB/s */
 
 struct repl_node_cfg {
   char *nc_name;
@@ -42,6 +63,23 @@ struct repl_node_cfg {
   char *nc_disk;                /* absolute path */
   char *nc_control;             /* absolute path; default
                                    REPL_CONTROL_DIR/RESOURCE-NAME.sock */
+  /* Where the node's metadata lives (metadata.h).  Exactly one of:
+   * - meta: internal   nc_meta NULL, nc_meta_internal: at the end of
+   *                    the disk (md_internal_place; the volume is smaller
+   *                    than the disk);
+   * - meta: PATH       nc_meta the absolute path, a file or a device;
+   * - no meta key      nc_meta nc_disk + REPL_META_SUFFIX and
+   *                    nc_meta_default.  That default only makes sense
+   *                    for a disk that is a regular file; the loader does
+   *                    not stat the disk, so refusing it for a block
+   *                    device ("give meta: PATH or meta: internal") is
+   *                    the engine's job.
+   * nc_meta is never the disk of any node, and two nodes have the same
+   * nc_meta only if they have the same nc_disk too (then they must be on
+   * different machines). */
+  char *nc_meta;
+  bool nc_meta_internal;
+  bool nc_meta_default;
   int nc_line;                  /* line of the "- name:" entry, for messages */
 };
 
@@ -53,6 +91,42 @@ struct repl_config {
   unsigned cf_ping_timeout_ms;      /* default 5000 */
   unsigned cf_timeout_ms;           /* default 6000 */
   unsigned cf_connect_retry_max_ms; /* default 2000 */
+
+  /* metadata: the geometry of a new metadata area (struct md_geometry).
+   * An area keeps the geometry it was created with; these values are
+   * what `replctl create-md` and a first start use. */
+  uint32_t cf_bitmap_granularity;   /* bytes per dirty-bitmap bit: a power
+                                       of 2, MD_MIN_GRANULARITY ..
+                                       MD_MAX_GRANULARITY; default
+                                       MD_DEFAULT_GRANULARITY (4 KiB) */
+  uint32_t cf_al_extent_size;       /* bytes per activity-log extent: a
+                                       power of 2, MD_MIN_AL_EXTENT_SIZE ..
+                                       MD_MAX_AL_EXTENT_SIZE, and >=
+                                       cf_bitmap_granularity; default
+                                       MD_DEFAULT_AL_EXTENT_SIZE (4 MiB) */
+  uint32_t cf_al_extents;           /* activity-log slots (DRBD's
+                                       al-extents): 1 .. MD_MAX_AL_EXTENTS;
+                                       default MD_DEFAULT_AL_EXTENTS (1024) */
+
+  /* resync: how fast a resync runs.  At most one of the two modes:
+   * - fixed: cf_resync_rate != 0, both c-rates 0;
+   * - dynamic controller: cf_c_max_rate != 0 (then cf_c_min_rate != 0
+   *   too, cf_c_min_rate <= cf_c_max_rate, and cf_resync_rate == 0):
+   *   resync backs off to cf_c_min_rate while application I/O is
+   *   present and runs up to cf_c_max_rate otherwise;
+   * - neither (all three 0, the default): unthrottled. */
+  uint64_t cf_resync_rate;          /* bytes/s, 0 .. REPL_MAX_RATE;
+                                       0: no fixed rate */
+  uint64_t cf_c_min_rate;           /* bytes/s, 1 .. REPL_MAX_RATE, or 0:
+                                       controller off */
+  uint64_t cf_c_max_rate;           /* bytes/s, 1 .. REPL_MAX_RATE, or 0:
+                                       controller off */
+  bool cf_csums;                    /* checksum-based resync: compare a
+                                       digest of each dirty block and send
+                                       only blocks that differ (DRBD's
+                                       csums-alg; the digest is fixed, not
+                                       configurable); default false */
+
   size_t cf_nnodes;
   struct repl_node_cfg cf_nodes[REPL_MAX_NODES];
 };
@@ -68,7 +142,12 @@ struct repl_config {
  * Checked: YAML syntax; unknown and duplicate keys; required keys
  * (resource, nodes, and per node name, id, address, disk); types and
  * ranges of every value; unique node names, ids and addresses; address
- * syntax (host:port, [v6]:port, port 1..65535). */
+ * syntax (host:port, [v6]:port, port 1..65535); powers of 2 and
+ * al-extent-size >= bitmap-granularity; c-min-rate <= c-max-rate, both
+ * or neither, and not with resync-rate; no metadata path that is a
+ * disk path, and none shared by nodes with different disks.  Not
+ * checked (nothing is opened or stat'ed): whether a disk exists or is
+ * a block device. */
 extern int config_load (const char *path, struct repl_config *cfg,
                         char *err, size_t errlen);
 

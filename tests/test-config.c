@@ -165,6 +165,39 @@ expect_error_at (int caller, int line, const char *text, ...)
   "nodes:\n"                                        /* 4 */     \
   "  - {name: alpha, id: 0, address: 'h:1', disk: d}\n" /* 5 */
 
+/* A section (metadata, resync) with one entry on line 3. */
+#define WITH_SECTION(section, entry)                            \
+  "resource: r0\n"                                  /* 1 */     \
+  section ":\n"                                     /* 2 */     \
+  "  " entry "\n"                                   /* 3 */     \
+  "nodes:\n"                                        /* 4 */     \
+  "  - {name: alpha, id: 0, address: 'h:1', disk: d}\n" /* 5 */
+
+/* The same with two entries, on lines 3 and 4. */
+#define WITH_SECTION2(section, entry1, entry2)                  \
+  "resource: r0\n"                                  /* 1 */     \
+  section ":\n"                                     /* 2 */     \
+  "  " entry1 "\n"                                  /* 3 */     \
+  "  " entry2 "\n"                                  /* 4 */     \
+  "nodes:\n"                                        /* 5 */     \
+  "  - {name: alpha, id: 0, address: 'h:1', disk: d}\n" /* 6 */
+
+/* Two nodes; the lines in extra0 go after alpha's disk (line 6), those
+ * in extra1 after beta's. */
+#define TWO_DISKS(disk0, extra0, disk1, extra1)                 \
+  "resource: r0\n"                                  /* 1 */     \
+  "nodes:\n"                                        /* 2 */     \
+  "  - name: alpha\n"                               /* 3 */     \
+  "    id: 0\n"                                     /* 4 */     \
+  "    address: h:1\n"                              /* 5 */     \
+  "    disk: " disk0 "\n"                           /* 6 */     \
+  extra0                                                        \
+  "  - name: beta\n"                                            \
+  "    id: 1\n"                                                 \
+  "    address: h:2\n"                                          \
+  "    disk: " disk1 "\n"                                       \
+  extra1
+
 /*----------------------------------------------------------------------
  * Accepted files.
  */
@@ -182,6 +215,13 @@ START_TEST (test_minimal_defaults)
   ck_assert_uint_eq (cfg.cf_ping_timeout_ms, 5000);
   ck_assert_uint_eq (cfg.cf_timeout_ms, 6000);
   ck_assert_uint_eq (cfg.cf_connect_retry_max_ms, 2000);
+  ck_assert_uint_eq (cfg.cf_bitmap_granularity, 4096);
+  ck_assert_uint_eq (cfg.cf_al_extent_size, 4 << 20);
+  ck_assert_uint_eq (cfg.cf_al_extents, 1024);
+  ck_assert_uint_eq (cfg.cf_resync_rate, 0);
+  ck_assert_uint_eq (cfg.cf_c_min_rate, 0);
+  ck_assert_uint_eq (cfg.cf_c_max_rate, 0);
+  ck_assert (!cfg.cf_csums);
   ck_assert_uint_eq (cfg.cf_nnodes, 2);
 
   ck_assert_str_eq (cfg.cf_nodes[0].nc_name, "alpha");
@@ -191,6 +231,9 @@ START_TEST (test_minimal_defaults)
   ck_assert_str_eq (cfg.cf_nodes[0].nc_port, "7789");
   ck_assert_str_eq (cfg.cf_nodes[0].nc_disk, "/dev/vg/r0");
   ck_assert_str_eq (cfg.cf_nodes[0].nc_control, REPL_CONTROL_DIR "/r0-alpha.sock");
+  ck_assert_str_eq (cfg.cf_nodes[0].nc_meta, "/dev/vg/r0.meta");
+  ck_assert (cfg.cf_nodes[0].nc_meta_default);
+  ck_assert (!cfg.cf_nodes[0].nc_meta_internal);
   ck_assert_int_eq (cfg.cf_nodes[0].nc_line, 3);
 
   ck_assert_str_eq (cfg.cf_nodes[1].nc_name, "beta");
@@ -198,6 +241,10 @@ START_TEST (test_minimal_defaults)
   snprintf (want, sizeof want, "%s/r0-beta.img", tmpdir);
   ck_assert_str_eq (cfg.cf_nodes[1].nc_disk, want);
   ck_assert_str_eq (cfg.cf_nodes[1].nc_control, REPL_CONTROL_DIR "/r0-beta.sock");
+  snprintf (want, sizeof want, "%s/r0-beta.img.meta", tmpdir);
+  ck_assert_str_eq (cfg.cf_nodes[1].nc_meta, want);
+  ck_assert (cfg.cf_nodes[1].nc_meta_default);
+  ck_assert (!cfg.cf_nodes[1].nc_meta_internal);
   ck_assert_int_eq (cfg.cf_nodes[1].nc_line, 7);
   config_free (&cfg);
 }
@@ -216,17 +263,27 @@ START_TEST (test_full)
                        "  ping-timeout: 2.25\n"
                        "  timeout: 600\n"
                        "  connect-retry-max: 0.1\n"
+                       "metadata:\n"
+                       "  bitmap-granularity: 64K\n"
+                       "  al-extent-size: 1GiB\n"
+                       "  al-extents: 65536\n"
+                       "resync:\n"
+                       "  c-min-rate: 250k\n"
+                       "  c-max-rate: 1T\n"
+                       "  csums: true\n"
                        "nodes:\n"
                        "  - name: alpha\n"
                        "    id: 31\n"
                        "    address: '[2001:db8::1]:7789'\n"
                        "    disk: ./disks/alpha.img\n"
+                       "    meta: ./md/alpha.meta\n"
                        "    control: alpha.sock\n"
                        "  - name: beta\n"
                        "    id: 7\n"
                        "    address: Beta.Example.COM:65535\n"
                        "    disk: /dev/sdb\n"
                        "    control: /run/x/beta.sock\n"
+                       "    meta: internal\n"
                        "  - name: gamma\n"
                        "    id: 2\n"
                        "    address: '[fe80::1%eth0]:1'\n"
@@ -237,6 +294,13 @@ START_TEST (test_full)
   ck_assert_uint_eq (cfg.cf_ping_timeout_ms, 2250);
   ck_assert_uint_eq (cfg.cf_timeout_ms, 600000);
   ck_assert_uint_eq (cfg.cf_connect_retry_max_ms, 100);
+  ck_assert_uint_eq (cfg.cf_bitmap_granularity, 64 << 10);
+  ck_assert_uint_eq (cfg.cf_al_extent_size, 1 << 30);
+  ck_assert_uint_eq (cfg.cf_al_extents, 65536);
+  ck_assert_uint_eq (cfg.cf_resync_rate, 0);
+  ck_assert_uint_eq (cfg.cf_c_min_rate, 250 << 10);
+  ck_assert_uint_eq (cfg.cf_c_max_rate, UINT64_C (1) << 40);
+  ck_assert (cfg.cf_csums);
   ck_assert_uint_eq (cfg.cf_nnodes, 3);
 
   ck_assert_uint_eq (cfg.cf_nodes[0].nc_id, 31);
@@ -247,12 +311,19 @@ START_TEST (test_full)
   ck_assert_str_eq (cfg.cf_nodes[0].nc_disk, want);
   snprintf (want, sizeof want, "%s/alpha.sock", tmpdir);
   ck_assert_str_eq (cfg.cf_nodes[0].nc_control, want);
-  ck_assert_int_eq (cfg.cf_nodes[0].nc_line, 10);
+  snprintf (want, sizeof want, "%s/md/alpha.meta", tmpdir);
+  ck_assert_str_eq (cfg.cf_nodes[0].nc_meta, want);
+  ck_assert (!cfg.cf_nodes[0].nc_meta_default);
+  ck_assert (!cfg.cf_nodes[0].nc_meta_internal);
+  ck_assert_int_eq (cfg.cf_nodes[0].nc_line, 18);
 
   ck_assert_str_eq (cfg.cf_nodes[1].nc_host, "Beta.Example.COM");
   ck_assert_str_eq (cfg.cf_nodes[1].nc_port, "65535");
   ck_assert_str_eq (cfg.cf_nodes[1].nc_disk, "/dev/sdb");
   ck_assert_str_eq (cfg.cf_nodes[1].nc_control, "/run/x/beta.sock");
+  ck_assert_ptr_null (cfg.cf_nodes[1].nc_meta);
+  ck_assert (cfg.cf_nodes[1].nc_meta_internal);
+  ck_assert (!cfg.cf_nodes[1].nc_meta_default);
 
   ck_assert_str_eq (cfg.cf_nodes[2].nc_host, "fe80::1%eth0");
   ck_assert_str_eq (cfg.cf_nodes[2].nc_port, "1");
@@ -260,6 +331,9 @@ START_TEST (test_full)
   ck_assert_str_eq (cfg.cf_nodes[2].nc_disk, want);
   ck_assert_str_eq (cfg.cf_nodes[2].nc_control,
                     REPL_CONTROL_DIR "/web.data_1-gamma.sock");
+  snprintf (want, sizeof want, "%s/../gamma.img.meta", tmpdir);
+  ck_assert_str_eq (cfg.cf_nodes[2].nc_meta, want);
+  ck_assert (cfg.cf_nodes[2].nc_meta_default);
   config_free (&cfg);
 }
 END_TEST
@@ -445,6 +519,12 @@ START_TEST (test_unknown_keys)
   expect_error (2, "resource: r0\n"
                 "protocl: C\n", "unknown key 'protocl'");
   expect_error (3, WITH_NET ("pingtimeout: 3"), "net: unknown key 'pingtimeout'");
+  /* The resync and metadata keys live in their sections only. */
+  expect_error (2, "resource: r0\n"
+                "resync-rate: 100M\n", "unknown key 'resync-rate'");
+  expect_error (2, "resource: r0\n"
+                "al-extents: 7\n", "unknown key 'al-extents'");
+  expect_error (3, WITH_NET ("csums: true"), "net: unknown key 'csums'");
   expect_error (5, "resource: r0\n"
                 "nodes:\n"
                 "  - id: 0\n"
@@ -688,6 +768,361 @@ START_TEST (test_net_ping_order)
 }
 END_TEST
 
+/* Every spelling of a size: plain bytes, K/M/G/T in either case, with
+ * or without "iB". */
+START_TEST (test_metadata_values)
+{
+  static const struct { const char *g, *a, *n; uint32_t gv, av, nv; } ok[] = {
+    { "512", "64K", "1", 512, 64 << 10, 1 },
+    { "4096", "4M", "1024", 4096, 4 << 20, 1024 },
+    { "4K", "4194304", "7", 4096, 4 << 20, 7 },
+    { "4k", "4m", "65536", 4096, 4 << 20, 65536 },
+    { "8KiB", "1GiB", "3", 8192, 1 << 30, 3 },
+    { "1M", "1M", "2", 1 << 20, 1 << 20, 2 },  /* equal is fine */
+    { "1m", "1g", "9", 1 << 20, 1 << 30, 9 },
+  };
+  struct repl_config cfg;
+  char text[512];
+  size_t i;
+
+  for (i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    snprintf (text, sizeof text,
+              "resource: r0\n"
+              "metadata:\n"
+              "  bitmap-granularity: %s\n"
+              "  al-extent-size: %s\n"
+              "  al-extents: %s\n"
+              "nodes: [{name: alpha, id: 0, address: 'h:1', disk: d}]\n",
+              ok[i].g, ok[i].a, ok[i].n);
+    ck_assert_msg (load (text, &cfg) == 0, "%s: %s", text, err);
+    ck_assert_uint_eq (cfg.cf_bitmap_granularity, ok[i].gv);
+    ck_assert_uint_eq (cfg.cf_al_extent_size, ok[i].av);
+    ck_assert_uint_eq (cfg.cf_al_extents, ok[i].nv);
+    config_free (&cfg);
+  }
+
+  /* One key alone leaves the others at their defaults. */
+  ck_assert_msg (load (WITH_SECTION ("metadata", "al-extents: 67"), &cfg) == 0,
+                 "%s", err);
+  ck_assert_uint_eq (cfg.cf_bitmap_granularity, 4096);
+  ck_assert_uint_eq (cfg.cf_al_extent_size, 4 << 20);
+  ck_assert_uint_eq (cfg.cf_al_extents, 67);
+  config_free (&cfg);
+}
+END_TEST
+
+START_TEST (test_metadata_bad)
+{
+  static const struct { const char *entry, *needle; } bad[] = {
+    /* Not powers of 2. */
+    { "bitmap-granularity: 3000", "metadata: bitmap-granularity: 3000 is not a power of 2" },
+    { "bitmap-granularity: 4097", "bitmap-granularity: 4097 is not a power of 2" },
+    { "bitmap-granularity: 3K", "bitmap-granularity: 3K is not a power of 2" },
+    { "bitmap-granularity: 0", "bitmap-granularity: 0 out of range 512..1M" },
+    { "al-extent-size: 3M", "metadata: al-extent-size: 3M is not a power of 2" },
+    { "al-extent-size: 65537", "al-extent-size: 65537 is not a power of 2" },
+    /* Out of md_layout's ranges. */
+    { "bitmap-granularity: 256", "metadata: bitmap-granularity: 256 out of range 512..1M" },
+    { "bitmap-granularity: 2M", "bitmap-granularity: 2M out of range 512..1M" },
+    { "bitmap-granularity: 1T", "bitmap-granularity: 1T out of range" },
+    { "al-extent-size: 32K", "metadata: al-extent-size: 32K out of range 64K..1G" },
+    { "al-extent-size: 2G", "al-extent-size: 2G out of range 64K..1G" },
+    { "al-extents: 0", "metadata: al-extents: 0 out of range 1..65536" },
+    { "al-extents: 65537", "al-extents: 65537 out of range 1..65536" },
+    { "al-extents: 99999999999999999999", "al-extents: 99999999999999999999 out of range" },
+    /* Huge values saturate and are out of range, never wrapped. */
+    { "bitmap-granularity: 18446744073709551616", "18446744073709551616 out of range" },
+    { "al-extent-size: 17179869184G", "17179869184G out of range" },
+    { "al-extent-size: 16777216T", "16777216T out of range" },
+    /* Not sizes. */
+    { "bitmap-granularity: 4X", "metadata: bitmap-granularity: '4X' is not a size in bytes" },
+    { "bitmap-granularity: 4KB", "bitmap-granularity: '4KB' is not a size" },
+    { "bitmap-granularity: 4Ki", "bitmap-granularity: '4Ki' is not a size" },
+    { "bitmap-granularity: 4KiBs", "'4KiBs' is not a size" },
+    { "bitmap-granularity: 4 K", "'4 K' is not a size" },
+    { "bitmap-granularity: K", "'K' is not a size" },
+    { "bitmap-granularity: -4K", "'-4K' is not a size" },
+    { "bitmap-granularity: 0x1000", "'0x1000' is not a size" },
+    { "bitmap-granularity: 04K", "'04K' is not a size" },
+    { "bitmap-granularity: 1.5K", "'1.5K' is not a size" },
+    { "bitmap-granularity: 4e3", "'4e3' is not a size" },
+    { "bitmap-granularity: '4K'", "bitmap-granularity: expected a number, got quoted '4K'" },
+    { "al-extent-size: [4M]", "al-extent-size: expected a scalar, got a sequence" },
+    { "al-extents: 1K", "metadata: al-extents: '1K' is not a decimal integer" },
+    { "al-extents: 01", "al-extents: '01' is not a decimal integer" },
+    { "al-extents: '7'", "al-extents: expected a number, got quoted '7'" },
+    { "al-extents:", "metadata: al-extents: no value" },
+    { "al-extent: 7", "metadata: unknown key 'al-extent'" },
+    { "resync-rate: 7", "metadata: unknown key 'resync-rate'" },
+  };
+  char text[256];
+  size_t i;
+
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf (text, sizeof text, WITH_SECTION ("metadata", "%s"), bad[i].entry);
+    expect_error (3, text, bad[i].needle);
+  }
+  expect_error (2, "resource: r0\nmetadata: 4K\nnodes: []\n",
+                "metadata: expected a mapping, got a scalar");
+  expect_error (4, WITH_SECTION2 ("metadata", "al-extents: 1", "al-extents: 2"),
+                "metadata: duplicate key 'al-extents' (first at line 3)");
+
+  /* A bitmap bit may not be larger than an extent: on the line of
+   * al-extent-size, whichever comes first. */
+  expect_error (4, WITH_SECTION2 ("metadata", "bitmap-granularity: 1M",
+                                  "al-extent-size: 512K"),
+                "metadata: al-extent-size: 512K is smaller than bitmap-granularity 1M");
+  expect_error (3, WITH_SECTION2 ("metadata", "al-extent-size: 64K",
+                                  "bitmap-granularity: 128K"),
+                "al-extent-size: 64K is smaller than bitmap-granularity 128K");
+}
+END_TEST
+
+START_TEST (test_resync_values)
+{
+  struct repl_config cfg;
+
+  ck_assert_msg (load (WITH_SECTION2 ("resync", "resync-rate: 100M", "csums: true"),
+                       &cfg) == 0, "%s", err);
+  ck_assert_uint_eq (cfg.cf_resync_rate, 100 << 20);
+  ck_assert_uint_eq (cfg.cf_c_min_rate, 0);
+  ck_assert_uint_eq (cfg.cf_c_max_rate, 0);
+  ck_assert (cfg.cf_csums);
+  config_free (&cfg);
+
+  ck_assert_msg (load (WITH_SECTION2 ("resync", "c-max-rate: 1G", "c-min-rate: 10MiB"),
+                       &cfg) == 0, "%s", err);
+  ck_assert_uint_eq (cfg.cf_resync_rate, 0);
+  ck_assert_uint_eq (cfg.cf_c_min_rate, 10 << 20);
+  ck_assert_uint_eq (cfg.cf_c_max_rate, 1 << 30);
+  ck_assert (!cfg.cf_csums);
+  config_free (&cfg);
+
+  /* Equal rates, the extremes, a rate in plain bytes. */
+  ck_assert_msg (load (WITH_SECTION2 ("resync", "c-min-rate: 1", "c-max-rate: 1"),
+                       &cfg) == 0, "%s", err);
+  ck_assert_uint_eq (cfg.cf_c_min_rate, 1);
+  ck_assert_uint_eq (cfg.cf_c_max_rate, 1);
+  config_free (&cfg);
+  ck_assert_msg (load (WITH_SECTION2 ("resync", "c-min-rate: 1TiB", "c-max-rate: 1t"),
+                       &cfg) == 0, "%s", err);
+  ck_assert_uint_eq (cfg.cf_c_min_rate, UINT64_C (1) << 40);
+  config_free (&cfg);
+  ck_assert_msg (load (WITH_SECTION ("resync", "resync-rate: 1099511627776"),
+                       &cfg) == 0, "%s", err);
+  ck_assert_uint_eq (cfg.cf_resync_rate, UINT64_C (1) << 40);
+  config_free (&cfg);
+
+  /* resync-rate 0 is "unthrottled", the same as leaving it out. */
+  ck_assert_msg (load (WITH_SECTION2 ("resync", "resync-rate: 0", "csums: False"),
+                       &cfg) == 0, "%s", err);
+  ck_assert_uint_eq (cfg.cf_resync_rate, 0);
+  ck_assert (!cfg.cf_csums);
+  config_free (&cfg);
+  ck_assert_msg (load (WITH_SECTION ("resync", "csums: TRUE"), &cfg) == 0, "%s", err);
+  ck_assert (cfg.cf_csums);
+  config_free (&cfg);
+}
+END_TEST
+
+START_TEST (test_resync_bad)
+{
+  static const struct { const char *entry, *needle; } bad[] = {
+    { "resync-rate: 100X", "resync: resync-rate: '100X' is not a rate in bytes per second" },
+    { "resync-rate: 100MB", "resync-rate: '100MB' is not a rate" },
+    { "resync-rate: 100M/s", "resync-rate: '100M/s' is not a rate" },
+    { "resync-rate: 100 M", "resync-rate: '100 M' is not a rate" },
+    { "resync-rate: 1.5M", "resync-rate: '1.5M' is not a rate" },
+    { "resync-rate: -1", "resync-rate: '-1' is not a rate" },
+    { "resync-rate: 0100", "resync-rate: '0100' is not a rate" },
+    { "resync-rate: fast", "resync-rate: 'fast' is not a rate" },
+    { "c-min-rate: 10Q", "resync: c-min-rate: '10Q' is not a rate" },
+    { "c-max-rate: 10P", "resync: c-max-rate: '10P' is not a rate" },
+    { "resync-rate: '100M'", "resync-rate: expected a number, got quoted '100M'" },
+    { "resync-rate: 1025G", "resync: resync-rate: 1025G out of range 0..1T bytes/s" },
+    { "resync-rate: 2T", "resync-rate: 2T out of range 0..1T bytes/s" },
+    { "resync-rate: 99999999999999999999999", "99999999999999999999999 out of range" },
+    { "c-min-rate: 0", "resync: c-min-rate: 0 out of range 1..1T bytes/s" },
+    { "c-max-rate: 0", "resync: c-max-rate: 0 out of range 1..1T bytes/s" },
+    { "c-max-rate: 1099511627777", "c-max-rate: 1099511627777 out of range" },
+    { "csums: yes", "resync: csums: 'yes' is not true or false" },
+    { "csums: on", "csums: 'on' is not true or false" },
+    { "csums: 1", "csums: '1' is not true or false" },
+    { "csums: tRUE", "csums: 'tRUE' is not true or false" },
+    { "csums: 'true'", "csums: expected true or false, got quoted 'true'" },
+    { "csums: ~", "resync: csums: no value" },
+    { "csums-alg: crc32c", "resync: unknown key 'csums-alg'" },
+    { "rate: 100M", "resync: unknown key 'rate'" },
+  };
+  char text[256];
+  size_t i;
+
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf (text, sizeof text, WITH_SECTION ("resync", "%s"), bad[i].entry);
+    expect_error (3, text, bad[i].needle);
+  }
+  expect_error (2, "resource: r0\nresync: [1]\nnodes: []\n",
+                "resync: expected a mapping, got a sequence");
+
+  /* A fixed rate and the controller: both named, on the second line. */
+  expect_error (4, WITH_SECTION2 ("resync", "resync-rate: 100M", "c-max-rate: 200M"),
+                "resync: resync-rate 100M and c-max-rate 200M are both set",
+                "not both");
+  expect_error (4, WITH_SECTION2 ("resync", "c-min-rate: 1M", "resync-rate: 100M"),
+                "resync-rate 100M and c-min-rate 1M are both set");
+  expect_error (4, WITH_SECTION2 ("resync", "resync-rate: 0", "c-min-rate: 1M"),
+                "resync-rate 0 and c-min-rate 1M are both set");
+  /* The controller needs both of its rates. */
+  expect_error (3, WITH_SECTION ("resync", "c-max-rate: 100M"),
+                "resync: c-max-rate: 100M given without c-min-rate");
+  expect_error (4, WITH_SECTION2 ("resync", "csums: true", "c-min-rate: 1M"),
+                "resync: c-min-rate: 1M given without c-max-rate");
+  /* c-min-rate <= c-max-rate, on c-min-rate's line. */
+  expect_error (4, WITH_SECTION2 ("resync", "c-max-rate: 100M", "c-min-rate: 200M"),
+                "resync: c-min-rate: 200M is greater than c-max-rate 100M");
+  expect_error (3, WITH_SECTION2 ("resync", "c-min-rate: 1048577", "c-max-rate: 1M"),
+                "c-min-rate: 1048577 is greater than c-max-rate 1M");
+}
+END_TEST
+
+/* "metadata:" and "resync:" with every entry commented out are no
+ * section at all. */
+START_TEST (test_sections_empty)
+{
+  struct repl_config cfg;
+
+  ck_assert_msg (load ("resource: r0\n"
+                       "metadata:\n"
+                       "  # al-extents: 7\n"
+                       "resync: ~\n"
+                       "nodes: [{name: alpha, id: 0, address: 'h:1', disk: d}]\n",
+                       &cfg) == 0, "%s", err);
+  ck_assert_uint_eq (cfg.cf_al_extents, 1024);
+  ck_assert_uint_eq (cfg.cf_resync_rate, 0);
+  ck_assert (!cfg.cf_csums);
+  config_free (&cfg);
+}
+END_TEST
+
+START_TEST (test_meta_values)
+{
+  struct repl_config cfg;
+  char want[PATH_MAX + 64];
+
+  /* Quoted "internal" is the word too; "./internal" is a file. */
+  ck_assert_msg (load (TWO_DISKS ("a.img", "    meta: 'internal'\n",
+                                  "b.img", "    meta: ./internal\n"), &cfg) == 0,
+                 "%s", err);
+  ck_assert_ptr_null (cfg.cf_nodes[0].nc_meta);
+  ck_assert (cfg.cf_nodes[0].nc_meta_internal);
+  ck_assert (!cfg.cf_nodes[0].nc_meta_default);
+  snprintf (want, sizeof want, "%s/internal", tmpdir);
+  ck_assert_str_eq (cfg.cf_nodes[1].nc_meta, want);
+  ck_assert (!cfg.cf_nodes[1].nc_meta_internal);
+  ck_assert (!cfg.cf_nodes[1].nc_meta_default);
+  config_free (&cfg);
+
+  /* Relative to the configuration file; absolute as is; a device. */
+  ck_assert_msg (load (TWO_DISKS ("/dev/vg/r0", "    meta: /dev/vg/r0-md\n",
+                                  "b.img", "    meta: md/b\n"), &cfg) == 0,
+                 "%s", err);
+  ck_assert_str_eq (cfg.cf_nodes[0].nc_meta, "/dev/vg/r0-md");
+  snprintf (want, sizeof want, "%s/md/b", tmpdir);
+  ck_assert_str_eq (cfg.cf_nodes[1].nc_meta, want);
+  config_free (&cfg);
+
+  /* Both nodes internal: nothing to collide. */
+  ck_assert_msg (load (TWO_DISKS ("/dev/vg/r0", "    meta: internal\n",
+                                  "/dev/vg/r0", "    meta: internal\n"), &cfg) == 0,
+                 "%s", err);
+  ck_assert (cfg.cf_nodes[0].nc_meta_internal && cfg.cf_nodes[1].nc_meta_internal);
+  config_free (&cfg);
+}
+END_TEST
+
+/* The usual multi-machine file, the same paths on every host: the same
+ * disk path means different machines, so the metadata path may repeat,
+ * given or by default. */
+START_TEST (test_meta_same_disk)
+{
+  struct repl_config cfg;
+
+  ck_assert_msg (load (TWO_DISKS ("/dev/vg/r0", "    meta: /dev/vg/r0-md\n",
+                                  "/dev/vg/r0", "    meta: /dev/vg/r0-md\n"), &cfg) == 0,
+                 "%s", err);
+  ck_assert_str_eq (cfg.cf_nodes[0].nc_meta, "/dev/vg/r0-md");
+  ck_assert_str_eq (cfg.cf_nodes[1].nc_meta, "/dev/vg/r0-md");
+  config_free (&cfg);
+
+  ck_assert_msg (load (TWO_DISKS ("/srv/r0.img", "", "/srv/r0.img", ""), &cfg) == 0,
+                 "%s", err);
+  ck_assert_str_eq (cfg.cf_nodes[0].nc_meta, "/srv/r0.img.meta");
+  ck_assert_str_eq (cfg.cf_nodes[1].nc_meta, "/srv/r0.img.meta");
+  config_free (&cfg);
+
+  ck_assert_msg (load (TWO_DISKS ("/srv/r0.img", "",
+                                  "/srv/r0.img", "    meta: /srv/r0.img.meta\n"),
+                       &cfg) == 0, "%s", err);
+  config_free (&cfg);
+}
+END_TEST
+
+START_TEST (test_meta_bad)
+{
+  char want[PATH_MAX + 128];
+
+  /* Empty, null, not a scalar, a NUL byte. */
+  expect_error (7, ONE_NODE ("0", "h:1") "    meta: ''\n",
+                "nodes[0] (alpha): meta: empty value");
+  expect_error (7, ONE_NODE ("0", "h:1") "    meta:\n",
+                "nodes[0] (alpha): meta: no value");
+  expect_error (7, ONE_NODE ("0", "h:1") "    meta: [internal]\n",
+                "nodes[0] (alpha): meta: expected a scalar, got a sequence");
+  expect_error (7, ONE_NODE ("0", "h:1") "    meta: \"/m\\0x\"\n",
+                "nodes[0] (alpha): meta:", "NUL");
+  expect_error (8, ONE_NODE ("0", "h:1") "    meta: a\n    meta: b\n",
+                "nodes[0] (alpha): duplicate key 'meta' (first at line 7)");
+  expect_error (7, ONE_NODE ("0", "h:1") "    metadisk: internal\n",
+                "nodes[0] (alpha): unknown key 'metadisk'");
+
+  /* The node's own disk, written either way. */
+  expect_error (7, ONE_NODE ("0", "h:1") "    meta: /dev/vg/r0\n",
+                "nodes[0] (alpha): meta: '/dev/vg/r0' is the node's own disk");
+  snprintf (want, sizeof want, "meta: '%s/a.img' is the node's own disk", tmpdir);
+  expect_error (7, TWO_DISKS ("a.img", "    meta: ./a.img\n", "b.img", ""),
+                "nodes[0] (alpha): ", want);
+
+  /* Another node's disk: on the meta line, or (when the disk comes
+   * second) on the disk line. */
+  snprintf (want, sizeof want, "nodes[1] (beta): meta: '%s/a.img' is the disk of alpha",
+            tmpdir);
+  expect_error (11, TWO_DISKS ("a.img", "", "b.img", "    meta: a.img\n"), want);
+  snprintf (want, sizeof want, "nodes[1] (beta): disk: '%s/m' is the metadata of alpha",
+            tmpdir);
+  expect_error (11, TWO_DISKS ("a.img", "    meta: m\n", "m", ""), want);
+  /* alpha's default metadata is beta's disk. */
+  snprintf (want, sizeof want,
+            "nodes[1] (beta): disk: '%s/a.img.meta' is the default metadata of alpha",
+            tmpdir);
+  expect_error (10, TWO_DISKS ("a.img", "", "a.img.meta", ""), want);
+  /* beta's default metadata is alpha's disk: on beta's entry line. */
+  expect_error (7, TWO_DISKS ("/x.meta", "", "/x", ""),
+                "nodes[1] (beta): meta: default '/x.meta' is the disk of alpha");
+
+  /* Two nodes with different disks may not share a metadata path. */
+  snprintf (want, sizeof want,
+            "nodes[1] (beta): meta: duplicate %s/shared.meta, also used by alpha, "
+            "whose disk is different", tmpdir);
+  expect_error (12, TWO_DISKS ("a.img", "    meta: shared.meta\n",
+                               "b.img", "    meta: ./shared.meta\n"), want);
+  expect_error (8, TWO_DISKS ("a.img", "    meta: /srv/b.img.meta\n", "/srv/b.img", ""),
+                "nodes[1] (beta): meta: default duplicate /srv/b.img.meta, also used by alpha");
+  expect_error (12, TWO_DISKS ("/dev/sdb", "    meta: /dev/sdc1\n",
+                               "/dev/sdc", "    meta: /dev/sdc1\n"),
+                "meta: duplicate /dev/sdc1, also used by alpha");
+}
+END_TEST
+
 START_TEST (test_nodes_shape)
 {
 #define NODE_FMT "  - {name: n%d, id: %d, address: 'h%d:1', disk: d}\n"
@@ -884,6 +1319,14 @@ config_suite (void)
   tcase_add_test (tc, test_ids);
   tcase_add_test (tc, test_net_values);
   tcase_add_test (tc, test_net_ping_order);
+  tcase_add_test (tc, test_metadata_values);
+  tcase_add_test (tc, test_metadata_bad);
+  tcase_add_test (tc, test_resync_values);
+  tcase_add_test (tc, test_resync_bad);
+  tcase_add_test (tc, test_sections_empty);
+  tcase_add_test (tc, test_meta_values);
+  tcase_add_test (tc, test_meta_same_disk);
+  tcase_add_test (tc, test_meta_bad);
   tcase_add_test (tc, test_nodes_shape);
   tcase_add_test (tc, test_duplicates);
   tcase_add_test (tc, test_duplicate_address_normalised);
