@@ -26,6 +26,7 @@
 
 #include "cleanup.h"
 #include "metadata.h"
+#include "uuid-compare.h"
 #include "repl-config.h"
 #include "sockets.h"
 
@@ -276,6 +277,8 @@ cmd_create_md (const char *config_path, const struct repl_config *cfg,
     p.pa_in_sync = true;
     p.pa_current_uuid = md_in_sync_uuid (cfg->cf_resource, size);
   }
+  else
+    p.pa_current_uuid = UUID_JUST_CREATED;  /* no data yet */
 
   fd = open (path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd >= 0)

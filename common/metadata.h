@@ -67,7 +67,12 @@
  *                                                 what the peer misses
  *                                                 (0: in sync, none)
  *                              entries >= npeers are all zero
- *      592 3504 reserved       0
+ *      592   16 boot_id        the machine's boot id (Linux
+ *                              /proc/sys/kernel/random/boot_id) when
+ *                              the node last started using the area;
+ *                              tells a crash of the process (page cache
+ *                              intact) from one of the machine
+ *      608 3488 reserved       0
  *
  * Activity-log transaction (MD_REC_AL, length txn_blocks * 4096):
  *
@@ -155,6 +160,7 @@ enum md_record_type {
 #define MD_MAX_PEER_SLOTS       31                     /* every other id:
                                                    >= REPL_MAX_NODE_ID */
 #define MD_UUID_HISTORY         2
+#define MD_BOOT_ID_SIZE         16
 #define MD_NO_PEER              UINT32_MAX
 #define MD_AL_EMPTY             UINT32_MAX              /* = AL_EMPTY */
 
@@ -226,6 +232,7 @@ struct md_super {
   uint64_t ms_current_uuid;
   uint64_t ms_history_uuid[MD_UUID_HISTORY];
   struct md_peer ms_peers[MD_MAX_PEER_SLOTS];   /* [0..mg_npeers) used */
+  uint8_t ms_boot_id[MD_BOOT_ID_SIZE];          /* any bytes; zero: unknown */
 };
 
 /* What md_create writes. */

@@ -24,6 +24,8 @@ enum wire_payload {
   WIRE_PAYLOAD_NONE,            /* length 0 */
   WIRE_PAYLOAD_COUNT,           /* length == count: the data itself */
   WIRE_PAYLOAD_HELLO,           /* length == REPL_HELLO_SIZE */
+  WIRE_PAYLOAD_UUIDS,           /* length == REPL_UUIDS_SIZE */
+  WIRE_PAYLOAD_WORDS,           /* length > 0, a multiple of 8 */
 };
 
 struct wire_type {
@@ -50,6 +52,9 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_ACK] =          { "ACK", REPL_FLAG_RECEIVED,
                               WIRE_PAYLOAD_NONE, false },
   [REPL_MSG_NACK] =         { "NACK", 0, WIRE_PAYLOAD_NONE, false },
+  [REPL_MSG_UUIDS] =        { "UUIDS", 0, WIRE_PAYLOAD_UUIDS, false },
+  [REPL_MSG_BITMAP] =       { "BITMAP", 0, WIRE_PAYLOAD_WORDS, false },
+  [REPL_MSG_BITMAP_DONE] =  { "BITMAP_DONE", 0, WIRE_PAYLOAD_NONE, false },
 };
 
 static const struct wire_type *
@@ -210,6 +215,17 @@ wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE], struct repl_hdr *h,
       return wire_error (err, errlen, "%s: length %" PRIu32 " != %d",
                          name, h->length, REPL_HELLO_SIZE);
     break;
+  case WIRE_PAYLOAD_UUIDS:
+    if (h->length != REPL_UUIDS_SIZE)
+      return wire_error (err, errlen, "%s: length %" PRIu32 " != %d",
+                         name, h->length, REPL_UUIDS_SIZE);
+    break;
+  case WIRE_PAYLOAD_WORDS:
+    if (h->length == 0 || h->length % 8 != 0)
+      return wire_error (err, errlen, "%s: length %" PRIu32
+                         " is not a positive multiple of 8",
+                         name, h->length);
+    break;
   default:
     abort ();
   }
@@ -282,10 +298,40 @@ wire_encode_hello (const struct repl_hello *hello,
   put_be64 (out + 24, hello->size);
   memset (out + 32, 0, REPL_RESOURCE_MAX);
   memcpy (out + 32, hello->resource, n);
+  wire_encode_uuids (&hello->uuids, out + 96);
 }
 
 /* Strict on the resource field: the name, one NUL, then only NULs, so
  * that two peers can never disagree about what the name was. */
+void
+wire_encode_uuids (const struct repl_uuids *u, uint8_t out[REPL_UUIDS_SIZE])
+{
+  put_be64 (out + 0, u->current);
+  put_be64 (out + 8, u->bitmap);
+  put_be64 (out + 16, u->history[0]);
+  put_be64 (out + 24, u->history[1]);
+  put_be32 (out + 32, u->flags);
+  put_be32 (out + 36, 0);
+}
+
+int
+wire_decode_uuids (const uint8_t *in, size_t len, struct repl_uuids *u,
+                   char *err, size_t errlen)
+{
+  if (len != REPL_UUIDS_SIZE)
+    return wire_error (err, errlen, "UUIDS: length %zu != %d",
+                       len, REPL_UUIDS_SIZE);
+  u->current = get_be64 (in + 0);
+  u->bitmap = get_be64 (in + 8);
+  u->history[0] = get_be64 (in + 16);
+  u->history[1] = get_be64 (in + 24);
+  u->flags = get_be32 (in + 32);
+  if (get_be32 (in + 36) != 0)
+    return wire_error (err, errlen, "UUIDS: reserved field 0x%08" PRIx32
+                       " is not 0", get_be32 (in + 36));
+  return 0;
+}
+
 int
 wire_decode_hello (const uint8_t *in, size_t len, struct repl_hello *hello,
                    char *err, size_t errlen)
@@ -335,5 +381,6 @@ wire_decode_hello (const uint8_t *in, size_t len, struct repl_hello *hello,
                          "not 0", i, res[i]);
 
   memcpy (hello->resource, res, REPL_RESOURCE_MAX);
-  return 0;
+  return wire_decode_uuids (in + 96, REPL_UUIDS_SIZE, &hello->uuids,
+                            err, errlen);
 }

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #define REPL_MAGIC          UINT32_C (0x4e425250)   /* "NBRP" */
-#define REPL_PROTO_VERSION  1
+#define REPL_PROTO_VERSION  2
 #define REPL_HDR_SIZE       32
 #define REPL_MAX_PAYLOAD    (4u << 20)              /* 4 MiB */
 #define REPL_RESOURCE_MAX   64                      /* bytes incl. NUL */
@@ -51,8 +51,17 @@ enum repl_msg_type {
                                  secondary's disk; flag RECEIVED: only
                                  received so far */
   REPL_MSG_NACK = 12,         /* message seq failed on the secondary's disk */
+  REPL_MSG_UUIDS = 13,        /* payload: REPL_UUIDS_SIZE bytes, the
+                                 sender's generation UUIDs, sent when they
+                                 change while connected */
+  REPL_MSG_BITMAP = 14,       /* sync target→source at connect: payload =
+                                 bytes of the target's bitmap for the
+                                 source (what it may lack), starting at
+                                 byte `offset` of the bitmap; length > 0,
+                                 a multiple of 8 */
+  REPL_MSG_BITMAP_DONE = 15,  /* the target's bitmap is all sent */
 };
-#define REPL_MSG_TYPE_MAX 12
+#define REPL_MSG_TYPE_MAX 15
 
 #define REPL_FLAG_FUA       0x0001
 #define REPL_FLAG_MAY_TRIM  0x0002
@@ -84,6 +93,23 @@ enum repl_disk_state {
 };
 #define REPL_DISK_STATE_MAX 2
 
+/* Generation UUIDs (see common/uuid-compare.h), REPL_UUIDS_SIZE bytes:
+ *
+ *   0  8 current     the sender's current UUID
+ *   8  8 bitmap      the bitmap UUID it holds for the receiver
+ *  16 16 history[2]  its history UUIDs, newest first
+ *  32  4 flags       GU_FLAG_* (checked by the receiver, uuid_check)
+ *  36  4 reserved    0
+ */
+#define REPL_UUIDS_SIZE 40
+
+struct repl_uuids {
+  uint64_t current;
+  uint64_t bitmap;
+  uint64_t history[2];
+  uint32_t flags;
+};
+
 /* HELLO payload, REPL_HELLO_SIZE bytes, big-endian:
  *
  *   0  4 version     REPL_PROTO_VERSION
@@ -94,8 +120,9 @@ enum repl_disk_state {
  *  20  4 disk_state  enum repl_disk_state
  *  24  8 size        the sender's volume size in bytes
  *  32 64 resource    NUL-terminated, NUL-padded resource name
+ *  96 40 uuids       the sender's generation UUIDs (above)
  */
-#define REPL_HELLO_SIZE 96
+#define REPL_HELLO_SIZE 136
 
 struct repl_hello {
   uint32_t version;
@@ -106,6 +133,7 @@ struct repl_hello {
   uint32_t disk_state;
   uint64_t size;
   char resource[REPL_RESOURCE_MAX];
+  struct repl_uuids uuids;
 };
 
 /* Name of a message type for log lines ("WRITE"), or "unknown". */
@@ -135,6 +163,13 @@ extern int wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE],
  * always pass.  Returns 0, or -1 with errno = EPROTO and a message. */
 extern int wire_check_range (const struct repl_hdr *h, uint64_t dev_size,
                              uint32_t granularity, char *err, size_t errlen);
+
+extern void wire_encode_uuids (const struct repl_uuids *u,
+                               uint8_t out[REPL_UUIDS_SIZE]);
+/* Checks length and the reserved field only. */
+extern int wire_decode_uuids (const uint8_t *in, size_t len,
+                              struct repl_uuids *u, char *err,
+                              size_t errlen);
 
 extern void wire_encode_hello (const struct repl_hello *hello,
                                uint8_t out[REPL_HELLO_SIZE]);

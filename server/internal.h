@@ -11,7 +11,10 @@
 #include <inttypes.h>
 #include <sys/uio.h>
 
+#include "activity-log.h"
 #include "bitmap.h"
+#include "metadata.h"
+#include "uuid-compare.h"
 #include "repl-config.h"
 #include "wire.h"
 #include "engine.h"
@@ -161,6 +164,15 @@ struct peer {
   uint64_t pr_ring_count;
 
   struct bitmap pr_bitmap;      /* chunks this peer may lack */
+  int pr_md_slot;               /* its bitmap's slot in the metadata */
+
+  /* Generation UUIDs: the peer's, as it told us (hello, UUIDS), and the
+   * decision made at connect (generation.c). */
+  struct gen_uuids pr_peer_uuids;
+  int pr_decision;              /* enum uuid_decision */
+  bool pr_bitmap_pending;       /* sync source: the target's bitmap has
+                                   not all arrived; no resync before */
+  uint64_t pr_bitmap_rx_bytes;  /* ... bytes of it so far */
 
   /* The peer's state as it told us (hello) or as we know it. */
   enum repl_role pr_role;
@@ -255,10 +267,18 @@ extern int peer_submit_locked (struct peer *p, enum repl_msg_type type,
                                struct waiter *w, bool on_send,
                                struct out_msg *om, struct peer_ticket *t);
 extern void peer_teardown_locked (struct peer *p);
+extern int peer_send_wait (struct peer *p, uint64_t gen, struct out_msg *om);
 
 /* peer-receive.c */
 extern void peer_receive_loop (struct peer *p, uint64_t gen, int fd);
 extern void peer_wait_own_ack (struct peer *p, struct peer_ticket *t);
+
+/* peer-sync.c */
+extern void sync_on_connect (struct peer *p, uint64_t gen,
+                             const struct repl_hello *h);
+extern void sync_on_lost (struct peer *p);
+extern int sync_handle (struct peer *p, uint64_t gen,
+                        const struct repl_hdr *h, const uint8_t *payload);
 
 /* resync.c */
 extern void *resync_thread (void *arg);
@@ -286,6 +306,21 @@ struct repl_node {
   int n_primary_id;             /* the primary as far as we know, or -1 */
   bool n_stopping;
 
+  /* Metadata (meta.c). */
+  char *n_md_path;
+  int n_md_fd;
+  bool n_md_open, n_al_ready;
+  bool n_md_crashed;            /* found not stopped cleanly */
+  struct md n_md;
+  pthread_mutex_t n_md_io_lock; /* serialises md_* calls (they do I/O) */
+  pthread_mutex_t n_al_lock;    /* guards n_al; never held during I/O */
+  pthread_cond_t n_al_cond;     /* a transaction ended or a slot freed */
+  struct activity_log n_al;
+  uint32_t *n_al_table, *n_al_drops;    /* for write_txn */
+  struct bitmap n_md_scratch;   /* bitmap pages on their way to disk */
+  atomic_uint_fast64_t n_al_waits;      /* writes that waited for a
+                                           transaction */
+
   atomic_uint_fast64_t n_requests_in_flight;
   atomic_uint_fast64_t n_writes, n_write_bytes, n_reads, n_read_bytes;
 };
@@ -296,6 +331,40 @@ extern const char *disk_state_name (enum repl_disk_state disk);
 extern void node_set_disk (struct repl_node *node, enum repl_disk_state disk);
 extern enum repl_role node_role (struct repl_node *node);
 extern struct peer *node_find_peer (struct repl_node *node, unsigned id);
+
+/* meta.c */
+extern int meta_open (struct repl_node *node, const char *where);
+extern void meta_close (struct repl_node *node);
+extern int meta_set_flags (struct repl_node *node, uint32_t set,
+                           uint32_t clear);
+extern int meta_write_peer_bitmap (struct repl_node *node, struct peer *p);
+extern int meta_write_super_locked (struct repl_node *node,
+                                    const struct md_super *sb);
+
+/* generation.c */
+extern void gen_view (struct repl_node *node, const struct peer *p,
+                      struct gen_uuids *u);
+extern void gen_to_wire (const struct gen_uuids *u, struct repl_uuids *w);
+extern int gen_decide (struct repl_node *node, struct peer *p,
+                       const struct repl_hello *h, int *rule,
+                       char *err, size_t errlen);
+extern int gen_full_sync_start_source (struct repl_node *node, struct peer *p,
+                                       const struct gen_uuids *target);
+extern int gen_resync_start_target (struct repl_node *node, struct peer *p,
+                                    const struct gen_uuids *source);
+extern int gen_resync_finished_target (struct repl_node *node,
+                                       struct peer *p,
+                                       const struct gen_uuids *source);
+extern int gen_resync_finished_source (struct repl_node *node,
+                                       struct peer *p);
+extern int gen_adopt_current (struct repl_node *node, struct peer *p,
+                              uint64_t uuid);
+extern uint64_t gen_peer_lost (struct repl_node *node, struct peer *lost);
+extern int gen_force_primary (struct repl_node *node);
+extern int meta_al_begin (struct repl_node *node, uint64_t offset,
+                          uint64_t len);
+extern void meta_al_end (struct repl_node *node, uint64_t offset,
+                         uint64_t len);
 
 /* listener.c */
 extern void *listener_thread (void *arg);

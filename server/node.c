@@ -74,6 +74,39 @@ node_find_peer (struct repl_node *node, unsigned id)
   return NULL;
 }
 
+/* The disk state and role at start, from the metadata.  A primary whose
+ * disk is not Consistent (new metadata, or an interrupted resync target)
+ * declares its data authoritative, like DRBD's `primary --force`: every
+ * peer gets a full sync. */
+static int
+start_role (struct repl_node *node)
+{
+  uint32_t flags = node->n_md.md_super.ms_flags;
+  size_t i;
+
+  if (node->n_role == REPL_ROLE_PRIMARY) {
+    if (!(flags & MD_FLAG_CONSISTENT)) {
+      log_info ("node %s: disk was not Consistent; role=primary declares "
+                "its data authoritative: every peer gets a full sync",
+                node->n_self->nc_name);
+      for (i = 0; i < node->n_npeers; i++)
+        bitmap_set_all (&node->n_peers[i]->pr_bitmap);
+      if (gen_force_primary (node) == -1)
+        return -1;
+    }
+    node->n_disk = REPL_DISK_UPTODATE;
+    return meta_set_flags (node, MD_FLAG_PRIMARY | MD_FLAG_CONSISTENT |
+                           MD_FLAG_WAS_UPTODATE, 0);
+  }
+  if (!(flags & MD_FLAG_CONSISTENT))
+    node->n_disk = REPL_DISK_INCONSISTENT;
+  else if (flags & MD_FLAG_WAS_UPTODATE)
+    node->n_disk = REPL_DISK_UPTODATE;
+  else
+    node->n_disk = REPL_DISK_OUTDATED;
+  return meta_set_flags (node, 0, MD_FLAG_PRIMARY);
+}
+
 /* mkdir -p of the directory holding path (for /run/nbdrepl). */
 static int
 make_parent_dir (const char *path)
@@ -113,13 +146,17 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   node->n_magic = NODE_MAGIC;
   node->n_vol.vol_fd = -1;
   node->n_listen_fd = node->n_control_fd = node->n_stop_fd = -1;
+  node->n_md_fd = -1;
   node->n_primary_id = -1;
   pthread_mutex_init (&node->n_lock, NULL);
+  pthread_mutex_init (&node->n_md_io_lock, NULL);
+  pthread_mutex_init (&node->n_al_lock, NULL);
   {
     pthread_condattr_t attr;
     pthread_condattr_init (&attr);
     pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
     pthread_cond_init (&node->n_cond, &attr);
+    pthread_cond_init (&node->n_al_cond, &attr);
     pthread_condattr_destroy (&attr);
   }
   ilock_init (&node->n_ilock);
@@ -146,9 +183,6 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   node->n_role = primary ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
   if (primary)
     node->n_primary_id = self->nc_id;
-  /* Without metadata (a later step) a node cannot know whether its disk
-   * matches anyone's: only a primary's is authoritative, by decree. */
-  node->n_disk = primary ? REPL_DISK_UPTODATE : REPL_DISK_INCONSISTENT;
 
   {
     char where[512];
@@ -167,10 +201,15 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     p = peer_create (node, c);
     if (p == NULL)
       goto err;
-    /* Nothing says what the peer holds, so all of it must be sent. */
-    if (primary)
-      bitmap_set_all (&p->pr_bitmap);
     node->n_peers[node->n_npeers++] = p;
+  }
+
+  {
+    char where[512];
+    snprintf (where, sizeof where, "%s: node %s: ", config_path,
+              self->nc_name);
+    if (meta_open (node, where) == -1 || start_role (node) == -1)
+      goto err;
   }
 
   node->n_listen_fd = sock_listen_tcp (self->nc_host, self->nc_port);
@@ -267,6 +306,7 @@ engine_destroy (struct repl_node *node)
       pthread_join (node->n_control, NULL);
   }
 
+  meta_close (node);
   for (i = 0; i < node->n_npeers; i++)
     peer_free (node->n_peers[i]);
   if (node->n_listen_fd >= 0)
@@ -281,6 +321,9 @@ engine_destroy (struct repl_node *node)
   config_free (&node->n_cfg);
   ilock_destroy (&node->n_ilock);
   pthread_cond_destroy (&node->n_cond);
+  pthread_cond_destroy (&node->n_al_cond);
+  pthread_mutex_destroy (&node->n_al_lock);
+  pthread_mutex_destroy (&node->n_md_io_lock);
   pthread_mutex_destroy (&node->n_lock);
   node->n_magic = 0;
   free (node);

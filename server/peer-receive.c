@@ -131,15 +131,32 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
   struct repl_node *node = p->pr_node;
   struct volume *vol = &node->n_vol;
   const char *name = p->pr_cfg->nc_name;
+  bool in_al = false;
   int r = 0;
+
+  /* A secondary keeps an activity log too: after its own crash, what it
+   * had acknowledged but not yet flushed is resynced from the primary
+   * (the extents travel in its bitmap at the next connect). */
+  switch (h->type) {
+  case REPL_MSG_WRITE: case REPL_MSG_RESYNC_DATA:
+  case REPL_MSG_TRIM: case REPL_MSG_ZERO:
+    if (meta_al_begin (node, h->offset, h->count) == -1)
+      return -2;
+    in_al = true;
+    break;
+  default:
+    break;
+  }
 
   switch (h->type) {
   case REPL_MSG_WRITE:
   case REPL_MSG_RESYNC_DATA:
     if (have < h->count) {
       r = write_spliced (p, gen, rx, h, payload, have);
-      if (r == -1)
+      if (r == -1) {
+        meta_al_end (node, h->offset, h->count);
         return -1;
+      }
       r = r == -2 ? -1 : 0;
     }
     else
@@ -161,12 +178,26 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     p->pr_resyncing = h->offset > 0;
     pthread_mutex_unlock (&p->pr_lock);
     if (h->offset > 0) {
+      /* Not Consistent until the end (an interrupted resync leaves a
+       * disk that is not); a fresh disk takes the source's generation. */
+      if (gen_resync_start_target (node, p, &p->pr_peer_uuids) == -1)
+        return -2;
       node_set_disk (node, REPL_DISK_INCONSISTENT);
       log_info ("peer %s: resync started, %" PRIu64 " bytes to receive",
                 name, h->offset);
     }
     return 0;
   case REPL_MSG_RESYNC_DONE:
+    /* Everything the primary sent is on our disk before we say so; then
+     * we hold its generation, and lack nothing of it. */
+    if (volume_flush (vol) == -1 ||
+        gen_resync_finished_target (node, p, &p->pr_peer_uuids) == -1)
+      return -2;
+    pthread_mutex_lock (&p->pr_lock);
+    bitmap_clear_all (&p->pr_bitmap);
+    pthread_mutex_unlock (&p->pr_lock);
+    if (meta_write_peer_bitmap (node, p) == -1)
+      return -2;
     pthread_mutex_lock (&p->pr_lock);
     p->pr_resyncing = false;
     pthread_mutex_unlock (&p->pr_lock);
@@ -177,6 +208,8 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
   default:
     abort ();
   }
+  if (in_al)
+    meta_al_end (node, h->offset, h->count);
   if (r == 0 && needs_durable (h))
     r = volume_flush (vol);
   if (r == 0 && h->type == REPL_MSG_RESYNC_DATA) {
@@ -390,6 +423,12 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
       switch (h.type) {
       case REPL_MSG_PING:
       case REPL_MSG_PONG:
+        break;
+      case REPL_MSG_UUIDS:
+      case REPL_MSG_BITMAP:
+      case REPL_MSG_BITMAP_DONE:
+        if (sync_handle (p, gen, &h, buf + pos + REPL_HDR_SIZE) == -1)
+          return -1;
         break;
       case REPL_MSG_ACK:
       case REPL_MSG_NACK:

@@ -155,6 +155,51 @@ peer_queue_locked (struct peer *p, struct out_msg *om)
   pthread_cond_broadcast (&p->pr_cond);
 }
 
+/* Take om out of the send queue if it is still there (not yet taken by
+ * a sender).  pr_lock held. */
+static bool
+unqueue_locked (struct peer *p, struct out_msg *om)
+{
+  struct out_msg **pp;
+
+  for (pp = &p->pr_qhead; *pp != NULL; pp = &(*pp)->om_next)
+    if (*pp == om) {
+      *pp = om->om_next;
+      if (p->pr_qtail == &om->om_next)
+        p->pr_qtail = pp;
+      return true;
+    }
+  return false;
+}
+
+/* Send an unsequenced message of connection gen and wait until it has
+ * left, or the connection has failed and nobody holds om any more (om
+ * may live on the caller's stack).  Returns 0 if it was sent, else -1. */
+int
+peer_send_wait (struct peer *p, uint64_t gen, struct out_msg *om)
+{
+  int r = 0;
+
+  pthread_mutex_lock (&p->pr_lock);
+  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED) {
+    pthread_mutex_unlock (&p->pr_lock);
+    return -1;
+  }
+  peer_queue_locked (p, om);
+  while (!om->om_done) {
+    if ((p->pr_gen != gen || p->pr_state != CONN_CONNECTED) &&
+        unqueue_locked (p, om)) {
+      r = -1;
+      break;
+    }
+    pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+  }
+  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
+    r = -1;
+  pthread_mutex_unlock (&p->pr_lock);
+  return r;
+}
+
 /* Queue a sequenced message to the peer and remember it until the peer
  * acknowledges it.  w (may be NULL) completes once the message has left
  * and, unless on_send, has been acknowledged (or the connection was

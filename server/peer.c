@@ -237,10 +237,14 @@ peer_send_hello (struct peer *p, int fd)
     .size = node->n_vol.vol_size,
   };
 
+  struct gen_uuids u;
+
   pthread_mutex_lock (&node->n_lock);
   hello.role = node->n_role;
   hello.disk_state = node->n_disk;
   pthread_mutex_unlock (&node->n_lock);
+  gen_view (node, p, &u);
+  gen_to_wire (&u, &hello.uuids);
   snprintf (hello.resource, sizeof hello.resource, "%s",
             node->n_cfg.cf_resource);
 
@@ -314,6 +318,11 @@ peer_check_hello (struct peer *p, const struct repl_hello *h,
     snprintf (err, errlen, "refusing connection: both this node and the "
               "peer are Primary; only one node may be primary");
     return -1;
+  }
+  {
+    int rule;
+    if (gen_decide (node, p, h, &rule, err, errlen) == -1)
+      return -1;
   }
   return 0;
 }
@@ -440,10 +449,13 @@ peer_thread (void *arg)
     p->pr_last_ping_ns = p->pr_last_recv_ns;
     p->pr_connected_ns = p->pr_last_recv_ns;
     p->pr_resync_total = p->pr_resync_done = 0;
-    if (node_role (node) == REPL_ROLE_PRIMARY)
-      p->pr_resync_wanted = true;
+    p->pr_peer_uuids = (struct gen_uuids) {
+      .gu_current = hello.uuids.current, .gu_bitmap = hello.uuids.bitmap,
+      .gu_history = { hello.uuids.history[0], hello.uuids.history[1] },
+      .gu_flags = hello.uuids.flags,
+    };
+    p->pr_bitmap_pending = false;
     pthread_cond_broadcast (&p->pr_cond);
-    pthread_cond_signal (&p->pr_resync_cond);
     pthread_mutex_unlock (&p->pr_lock);
 
     pthread_mutex_lock (&node->n_lock);
@@ -451,6 +463,7 @@ peer_thread (void *arg)
       node->n_primary_id = p->pr_cfg->nc_id;
     pthread_mutex_unlock (&node->n_lock);
 
+    sync_on_connect (p, gen, &hello);
     peer_receive_loop (p, gen, fd);
 
     pthread_mutex_lock (&p->pr_lock);
@@ -472,6 +485,7 @@ peer_thread (void *arg)
       node->n_primary_id = -1;
     pthread_mutex_unlock (&node->n_lock);
     log_info ("peer %s: disconnected", name);
+    sync_on_lost (p);
   }
   return NULL;
 }

@@ -157,6 +157,8 @@ resync (struct peer *p, uint64_t gen, struct resync_slot *slots)
 
   if (send_control (p, gen, REPL_MSG_RESYNC_DONE, 0) == -1)
     goto out;
+  gen_resync_finished_source (p->pr_node, p);
+  meta_write_peer_bitmap (p->pr_node, p);
   log_info ("peer %s: resync finished, %" PRIu64 " bytes in %.1f s; peer is UpToDate",
             name, total, (now_ns () - t0) / 1e9);
 
@@ -184,7 +186,8 @@ resync_thread (void *arg)
 
     pthread_mutex_lock (&p->pr_lock);
     while (!p->pr_stopping &&
-           !(p->pr_resync_wanted && p->pr_state == CONN_CONNECTED))
+           !(p->pr_resync_wanted && p->pr_state == CONN_CONNECTED &&
+             !p->pr_bitmap_pending))
       pthread_cond_wait (&p->pr_resync_cond, &p->pr_lock);
     if (p->pr_stopping) {
       pthread_mutex_unlock (&p->pr_lock);

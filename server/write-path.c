@@ -141,12 +141,21 @@ ranged (struct repl_node *node, struct local_op *op, uint32_t count,
         uint64_t offset)
 {
   struct ilock_range range;
+  uint64_t al_offset;
+  uint32_t al_count;
   int r = 0;
 
   if (check_primary (node) == -1)
     return -1;
   atomic_fetch_add (&node->n_requests_in_flight, 1);
   ilock_acquire (&node->n_ilock, &range, offset, count);
+  if (meta_al_begin (node, offset, count) == -1) {
+    ilock_release (&node->n_ilock, &range);
+    atomic_fetch_sub (&node->n_requests_in_flight, 1);
+    return -1;
+  }
+  al_offset = offset;
+  al_count = count;
   while (count > 0 && r == 0) {
     uint32_t n = count < REPL_MAX_PAYLOAD ? count : REPL_MAX_PAYLOAD;
 
@@ -156,6 +165,7 @@ ranged (struct repl_node *node, struct local_op *op, uint32_t count,
     if (op->lo_buf)
       op->lo_buf = (const char *) op->lo_buf + n;
   }
+  meta_al_end (node, al_offset, al_count);
   ilock_release (&node->n_ilock, &range);
   atomic_fetch_sub (&node->n_requests_in_flight, 1);
   return r;

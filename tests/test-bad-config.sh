@@ -107,6 +107,48 @@ bad id-negative "$c" node0 "id: '-1'"
 write_config "$c" "s/127.0.0.1:$port1/127.0.0.1:70000/"
 bad port-out-of-range "$c" node0 "address: '127.0.0.1:70000'"
 
+# metadata: and resync: sections, and each node's meta path.
+write_config "$c" 's/^protocol: C/&\nmetadata:\n  bitmap-granularity: 3000/'
+bad granularity-not-power-of-2 "$c" node0 "bad.yaml:4" \
+    "metadata: bitmap-granularity: 3000 is not a power of 2"
+
+write_config "$c" 's/^protocol: C/&\nmetadata:\n  al-extent-size: 2G/'
+bad al-extent-size-out-of-range "$c" node0 \
+    "metadata: al-extent-size: 2G out of range 64K..1G"
+
+write_config "$c" 's/^protocol: C/&\nmetadata:\n  al-extents: 0/'
+bad al-extents-out-of-range "$c" node0 "metadata: al-extents: 0 out of range 1..65536"
+
+write_config "$c" 's/^protocol: C/&\nresync:\n  resync-rate: 100MB/'
+bad rate-bad-suffix "$c" node0 "bad.yaml:4" \
+    "resync: resync-rate: '100MB' is not a rate in bytes per second"
+
+write_config "$c" 's/^protocol: C/&\nresync:\n  c-min-rate: 200M\n  c-max-rate: 100M/'
+bad c-min-above-c-max "$c" node0 "bad.yaml:4" \
+    "resync: c-min-rate: 200M is greater than c-max-rate 100M"
+
+write_config "$c" 's/^protocol: C/&\nresync:\n  resync-rate: 100M\n  c-max-rate: 200M/'
+bad fixed-and-dynamic-rate "$c" node0 "bad.yaml:5" \
+    "resync: resync-rate 100M and c-max-rate 200M are both set"
+
+write_config "$c" 's/^protocol: C/&\nresync:\n  csums: yes/'
+bad csums-not-boolean "$c" node0 "resync: csums: 'yes' is not true or false"
+
+write_config "$c" '0,/    control: node0.sock/s//&\n    meta: ""/'
+bad meta-empty "$c" node0 "nodes[0] (node0): meta: empty value"
+
+write_config "$c" 's/^    control: node[01].sock/&\n    meta: shared.meta/'
+bad duplicate-meta "$c" node0 \
+    "nodes[1] (node1): meta: duplicate $tmpdir/shared.meta, also used by node0"
+
+write_config "$c" '0,/    control: node0.sock/s//&\n    meta: node0.img/'
+bad meta-is-own-disk "$c" node0 \
+    "nodes[0] (node0): meta: '$tmpdir/node0.img' is the node's own disk"
+
+write_config "$c" 's/^    control: node1.sock/&\n    meta: node0.img/'
+bad meta-is-other-disk "$c" node0 \
+    "nodes[1] (node1): meta: '$tmpdir/node0.img' is the disk of node0"
+
 # The same file, untouched, does start: the failures above are the edits.
 CONFIG="$tmpdir/good.yaml"
 write_config "$CONFIG"
@@ -125,6 +167,15 @@ mv "$tmpdir/node1.log" "$tmpdir/good-node1.log"
 # ---- disks of different sizes ----------------------------------------
 # Each node is valid on its own and starts, but they must never connect.
 truncate -s 8M "$tmpdir/node1.img"
+# node1's metadata still describes 16M: it refuses to start, saying so.
+if timeout 20 nbdkit -f -v -p "$(free_port)" "$PLUGIN" config="$CONFIG" node=node1 \
+      >"$tmpdir/shrunk.log" 2>&1 </dev/null; then
+    fail "node1 started on a disk smaller than its metadata says"
+fi
+grep -q "volume size mismatch: the metadata says 16777216 bytes, the disk has 8388608" \
+    "$tmpdir/shrunk.log" || fail "no clear error for a disk smaller than its metadata: $(tail -n3 "$tmpdir/shrunk.log")"
+# With new metadata it starts, and the peers refuse each other.
+rm -f "$tmpdir/node0.img.meta" "$tmpdir/node1.img.meta"
 start_node node0 role=primary
 start_node node1
 refusal="disks must be the same size"

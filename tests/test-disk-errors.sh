@@ -37,6 +37,9 @@ stop_node node0
 stop_node node1
 
 # ---- 2. the secondary's disk fails, slowly --------------------------------
+# Both nodes start from new metadata, so the primary declares its data
+# authoritative and sends everything: a full sync.
+rm -f "$(disk node0).meta" "$(disk node1).meta"
 start_node node0 role=primary
 FAULT_PWRITE_OFFSET=$bad FAULT_PWRITE_SLEEP_MS=4000 LD_PRELOAD="$FAULT_INJECT" start_node node1
 # The initial full resync runs into the bad sector on node1.

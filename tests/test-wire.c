@@ -20,7 +20,8 @@ struct expect {
   unsigned type;
   const char *name;
   uint16_t flags;               /* allowed */
-  int payload;                  /* 0 none, 1 == count, 2 hello */
+  int payload;                  /* 0 none, 1 == count, 2 hello, 3 uuids,
+                                   4 words (multiple of 8) */
   int has_count;
 };
 
@@ -37,6 +38,9 @@ static const struct expect expect[] = {
   { REPL_MSG_RESYNC_DONE, "RESYNC_DONE", 0, 0, 0 },
   { REPL_MSG_ACK, "ACK", REPL_FLAG_RECEIVED, 0, 0 },
   { REPL_MSG_NACK, "NACK", 0, 0, 0 },
+  { REPL_MSG_UUIDS, "UUIDS", 0, 3, 0 },
+  { REPL_MSG_BITMAP, "BITMAP", 0, 4, 0 },
+  { REPL_MSG_BITMAP_DONE, "BITMAP_DONE", 0, 0, 0 },
 };
 #define NR_EXPECT (sizeof expect / sizeof expect[0])
 
@@ -46,7 +50,9 @@ valid_hdr (const struct expect *e, struct repl_hdr *h)
 {
   uint32_t count = e->has_count ? 65536 : 0;
   uint32_t length = e->payload == 1 ? count
-                  : e->payload == 2 ? REPL_HELLO_SIZE : 0;
+                  : e->payload == 2 ? REPL_HELLO_SIZE
+                  : e->payload == 3 ? REPL_UUIDS_SIZE
+                  : e->payload == 4 ? 4096 : 0;
 
   wire_hdr_init (h, e->type, e->flags, length, count,
                  UINT64_C (0x0102030405060708) + e->type,
@@ -230,9 +236,9 @@ START_TEST (test_hdr_bad_flags)
       n++;
     }
   }
-  /* 12 types * 16 bits, less the 5 allowed (FUA x3, MAY_TRIM x1,
+  /* 15 types * 16 bits, less the 5 allowed (FUA x3, MAY_TRIM x1,
    * RECEIVED x1). */
-  ck_assert_int_eq (n, 12 * 16 - 5);
+  ck_assert_int_eq (n, 15 * 16 - 5);
 
   wire_hdr_init (&h, REPL_MSG_TRIM, 0, 0, 4096, 0, 0);
   h.flags = 0x4;
@@ -304,11 +310,27 @@ START_TEST (test_hdr_length_count)
     case 2:
       valid_hdr (e, &h);
       h.length = REPL_HELLO_SIZE - 1;
-      expect_reject (&h, "HELLO: length 95 != 96");
+      expect_reject (&h, "HELLO: length 135 != 136");
       h.length = REPL_HELLO_SIZE + 1;
-      expect_reject (&h, "HELLO: length 97 != 96");
+      expect_reject (&h, "HELLO: length 137 != 136");
       h.length = 0;
-      expect_reject (&h, "HELLO: length 0 != 96");
+      expect_reject (&h, "HELLO: length 0 != 136");
+      break;
+    case 3:
+      valid_hdr (e, &h);
+      h.length = REPL_UUIDS_SIZE - 8;
+      expect_reject (&h, "UUIDS: length 32 != 40");
+      h.length = 0;
+      expect_reject (&h, "UUIDS: length 0 != 40");
+      break;
+    case 4:
+      valid_hdr (e, &h);
+      h.length = 0;
+      expect_reject (&h, "BITMAP: length 0 is not a positive multiple of 8");
+      h.length = 4095;
+      expect_reject (&h, "BITMAP: length 4095 is not a positive multiple of 8");
+      h.length = REPL_MAX_PAYLOAD + 8;
+      expect_reject (&h, "BITMAP: length 4194312 > maximum");
       break;
     default:
       abort ();
@@ -484,19 +506,33 @@ valid_hello (struct repl_hello *hello)
   hello->disk_state = REPL_DISK_UPTODATE;
   hello->size = UINT64_C (0x0000012345678000);
   strcpy (hello->resource, "r0");
+  hello->uuids.current = UINT64_C (0x0102030405060708);
+  hello->uuids.bitmap = UINT64_C (0x1112131415161718);
+  hello->uuids.history[0] = UINT64_C (0x2122232425262728);
+  hello->uuids.history[1] = UINT64_C (0x3132333435363738);
+  hello->uuids.flags = 5;
 }
 
 START_TEST (test_hello_round_trip)
 {
   static const uint8_t want[REPL_HELLO_SIZE] = {
-    0, 0, 0, 1,                 /* version */
+    0, 0, 0, 2,                 /* version */
     0, 0, 0, 0,                 /* features */
     0, 0, 0, 3,                 /* node_id */
     0, 0, 0, 7,                 /* peer_id */
     0, 0, 0, 1,                 /* role primary */
     0, 0, 0, 2,                 /* UpToDate */
     0x00, 0x00, 0x01, 0x23, 0x45, 0x67, 0x80, 0x00, /* size */
-    'r', '0',                   /* resource, rest zero */
+    'r', '0', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* resource */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 2, 3, 4, 5, 6, 7, 8,     /* current UUID */
+    0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, /* bitmap UUID */
+    0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, /* history */
+    0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,
+    0, 0, 0, 5,                 /* flags */
+    0, 0, 0, 0,                 /* reserved */
   };
   struct repl_hello in, out;
   uint8_t buf[REPL_HELLO_SIZE];
@@ -519,6 +555,11 @@ START_TEST (test_hello_round_trip)
   ck_assert_uint_eq (out.disk_state, in.disk_state);
   ck_assert_uint_eq (out.size, in.size);
   ck_assert_mem_eq (out.resource, in.resource, REPL_RESOURCE_MAX);
+  ck_assert_uint_eq (out.uuids.current, in.uuids.current);
+  ck_assert_uint_eq (out.uuids.bitmap, in.uuids.bitmap);
+  ck_assert_uint_eq (out.uuids.history[0], in.uuids.history[0]);
+  ck_assert_uint_eq (out.uuids.history[1], in.uuids.history[1]);
+  ck_assert_uint_eq (out.uuids.flags, in.uuids.flags);
 
   /* Every role and disk state; longest resource name; extreme ids. */
   memset (longname, 'a', sizeof longname - 1);
@@ -533,7 +574,7 @@ START_TEST (test_hello_round_trip)
       in.size = UINT64_MAX;
       strcpy (in.resource, longname);
       wire_encode_hello (&in, buf);
-      ck_assert_int_eq (buf[REPL_HELLO_SIZE - 1], 0);
+      ck_assert_int_eq (buf[32 + REPL_RESOURCE_MAX - 1], 0);
       ck_assert_msg (wire_decode_hello (buf, sizeof buf, &out,
                                         err, sizeof err) == 0, "%s", err);
       ck_assert_uint_eq (out.role, role);
@@ -577,17 +618,24 @@ START_TEST (test_hello_reject)
   wire_encode_hello (&in, good);
   good[REPL_HELLO_SIZE] = 0;
 
-  hello_bad (good, 0, "length 0 != 96");
-  hello_bad (good, REPL_HELLO_SIZE - 1, "length 95 != 96");
-  hello_bad (good, REPL_HELLO_SIZE + 1, "length 97 != 96");
+  hello_bad (good, 0, "length 0 != 136");
+  hello_bad (good, REPL_HELLO_SIZE - 1, "length 135 != 136");
+  hello_bad (good, REPL_HELLO_SIZE + 1, "length 137 != 136");
 
   memcpy (buf, good, sizeof buf);
-  buf[3] = 2;
-  hello_bad (buf, REPL_HELLO_SIZE, "version 2");
+  buf[3] = 1;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 1");
+  buf[3] = 3;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 3");
   buf[3] = 0;
   hello_bad (buf, REPL_HELLO_SIZE, "version 0");
-  buf[0] = 1; buf[3] = 1;
-  hello_bad (buf, REPL_HELLO_SIZE, "version 16777217");
+  buf[0] = 1; buf[3] = 2;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 16777218");
+
+  /* The UUIDs' reserved field. */
+  memcpy (buf, good, sizeof buf);
+  buf[REPL_HELLO_SIZE - 1] = 1;
+  hello_bad (buf, REPL_HELLO_SIZE, "reserved field 0x00000001");
 
   memcpy (buf, good, sizeof buf);
   buf[7] = 1;
@@ -619,7 +667,7 @@ START_TEST (test_hello_reject)
   hello_bad (buf, REPL_HELLO_SIZE, "resource empty");
 
   /* Junk after the NUL, at every position of the padding. */
-  for (i = 32 + 3; i < REPL_HELLO_SIZE; ++i) {
+  for (i = 32 + 3; i < 32 + REPL_RESOURCE_MAX; ++i) {
     char msg[64];
 
     memcpy (buf, good, sizeof buf);
@@ -751,6 +799,8 @@ START_TEST (test_hello_fuzz)
         if (buf[32 + i] == 0)
           buf[32 + i] = 'a';
     }
+    if (r & 8)                  /* the UUIDs' reserved field */
+      memset (buf + REPL_HELLO_SIZE - 4, 0, 4);
 
     if (wire_decode_hello (buf, (r & 4) ? (r >> 32) % 200 : sizeof buf,
                            &hello, NULL, 0) == 0) {

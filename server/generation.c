@@ -1,0 +1,325 @@
+/* nbdrepl: generation UUIDs at work — each peer's view of them, the sync
+ * decision at connect, and the changes a node's life makes to them.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * The rules themselves are in common/uuid-compare.[ch]; the UUIDs live
+ * in the metadata superblock (common/metadata.h): one current UUID and
+ * history for the node, one bitmap UUID per peer slot.  A struct
+ * gen_uuids is the view of one peer: the shared current UUID, history
+ * and flags, plus the bitmap UUID we hold for that peer.
+ *
+ * Roles are still static (role=primary at start), so a decision that
+ * would make the primary a sync target, or make a secondary the source
+ * of the primary, is refused with a clear message rather than acted on.
+ * Between two secondaries nothing is resynced: the primary resyncs each.
+ */
+#include <config.h>
+
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "log.h"
+
+/* The view of peer p (from the superblock).  n_md_io_lock held. */
+static void
+view_locked (struct repl_node *node, const struct peer *p,
+             struct gen_uuids *u)
+{
+  const struct md_super *sb = &node->n_md.md_super;
+
+  memset (u, 0, sizeof *u);
+  u->gu_current = sb->ms_current_uuid;
+  u->gu_bitmap = sb->ms_peers[p->pr_md_slot].mp_bitmap_uuid;
+  u->gu_history[0] = sb->ms_history_uuid[0];
+  u->gu_history[1] = sb->ms_history_uuid[1];
+  if (sb->ms_flags & MD_FLAG_CONSISTENT)
+    u->gu_flags |= GU_FLAG_CONSISTENT;
+  if (sb->ms_flags & MD_FLAG_CRASHED_PRIMARY)
+    u->gu_flags |= GU_FLAG_CRASHED_PRIMARY;
+  if (node_role (node) == REPL_ROLE_PRIMARY)
+    u->gu_flags |= GU_FLAG_PRIMARY;
+}
+
+void
+gen_view (struct repl_node *node, const struct peer *p, struct gen_uuids *u)
+{
+  pthread_mutex_lock (&node->n_md_io_lock);
+  view_locked (node, p, u);
+  pthread_mutex_unlock (&node->n_md_io_lock);
+}
+
+/* Put a changed view of peer p into a superblock copy. */
+static void
+apply_view (struct md_super *sb, const struct peer *p,
+            const struct gen_uuids *u)
+{
+  sb->ms_current_uuid = u->gu_current;
+  sb->ms_history_uuid[0] = u->gu_history[0];
+  sb->ms_history_uuid[1] = u->gu_history[1];
+  sb->ms_peers[p->pr_md_slot].mp_bitmap_uuid = u->gu_bitmap;
+  sb->ms_flags &= ~(MD_FLAG_CONSISTENT | MD_FLAG_WAS_UPTODATE |
+                    MD_FLAG_CRASHED_PRIMARY);
+  if (u->gu_flags & GU_FLAG_CONSISTENT)
+    sb->ms_flags |= MD_FLAG_CONSISTENT | MD_FLAG_WAS_UPTODATE;
+  if (u->gu_flags & GU_FLAG_CRASHED_PRIMARY)
+    sb->ms_flags |= MD_FLAG_CRASHED_PRIMARY;
+}
+
+/* Change peer p's view with fn and write it.  Returns 0 or -1. */
+static int
+update_view (struct repl_node *node, const struct peer *p,
+             void (*fn) (struct gen_uuids *u, const void *arg),
+             const void *arg)
+{
+  struct gen_uuids u;
+  struct md_super sb;
+  int r;
+
+  pthread_mutex_lock (&node->n_md_io_lock);
+  view_locked (node, p, &u);
+  fn (&u, arg);
+  sb = node->n_md.md_super;
+  apply_view (&sb, p, &u);
+  r = meta_write_super_locked (node, &sb);
+  pthread_mutex_unlock (&node->n_md_io_lock);
+  return r;
+}
+
+void
+gen_to_wire (const struct gen_uuids *u, struct repl_uuids *w)
+{
+  w->current = u->gu_current;
+  w->bitmap = u->gu_bitmap;
+  w->history[0] = u->gu_history[0];
+  w->history[1] = u->gu_history[1];
+  w->flags = u->gu_flags;
+}
+
+static void
+gen_from_wire (const struct repl_uuids *w, struct gen_uuids *u)
+{
+  u->gu_current = w->current;
+  u->gu_bitmap = w->bitmap;
+  u->gu_history[0] = w->history[0];
+  u->gu_history[1] = w->history[1];
+  u->gu_flags = w->flags;
+}
+
+/* Decide what happens when we connect to p, which sent hello h.  Returns
+ * the decision (never TIEBREAK: resolved by node id), or -1 with the
+ * reason in err if the connection must be refused. */
+int
+gen_decide (struct repl_node *node, struct peer *p,
+            const struct repl_hello *h, int *rulep, char *err, size_t errlen)
+{
+  struct gen_uuids local, peer;
+  enum uuid_decision d;
+  bool we_primary = node_role (node) == REPL_ROLE_PRIMARY;
+  bool peer_primary = h->role == REPL_ROLE_PRIMARY;
+  char why[256];
+  int rule;
+
+  gen_from_wire (&h->uuids, &peer);
+  if (uuid_check (&peer, why, sizeof why) == -1) {
+    snprintf (err, errlen, "refusing connection: bad generation UUIDs in "
+              "hello: %s", why);
+    return -1;
+  }
+  gen_view (node, p, &local);
+  d = uuid_compare (&local, &peer, &rule);
+  *rulep = rule;
+  if (d == UUID_SYNC_BITMAP_TIEBREAK)
+    d = node->n_self->nc_id < p->pr_cfg->nc_id
+        ? UUID_SYNC_SOURCE_BITMAP : UUID_SYNC_TARGET_BITMAP;
+
+  if (uuid_decision_refuses (d)) {
+    snprintf (err, errlen, "refusing connection: %s (rule %d: %s); ours: "
+              "current %016" PRIx64 " bitmap %016" PRIx64 ", peer's: "
+              "current %016" PRIx64 " bitmap %016" PRIx64
+              "%s", uuid_decision_name (d), rule, uuid_rule_name (rule),
+              local.gu_current, local.gu_bitmap, peer.gu_current,
+              peer.gu_bitmap,
+              d == UUID_SPLIT_BRAIN
+              ? "; both nodes changed the data while apart: resolve by "
+                "hand (replctl create-md --force on the node whose "
+                "changes are to be discarded)" : "");
+    return -1;
+  }
+  if (we_primary && uuid_decision_is_target (d)) {
+    snprintf (err, errlen, "refusing connection: the peer has data this "
+              "primary lacks (%s, rule %d: %s); refusing to overwrite the "
+              "primary's disk", uuid_decision_name (d), rule,
+              uuid_rule_name (rule));
+    return -1;
+  }
+  if (peer_primary && uuid_decision_is_source (d)) {
+    snprintf (err, errlen, "refusing connection: this node has data the "
+              "primary lacks (%s, rule %d: %s); refusing to be "
+              "overwritten by the primary", uuid_decision_name (d), rule,
+              uuid_rule_name (rule));
+    return -1;
+  }
+  return d;
+}
+
+static void
+do_full_sync_start_source (struct gen_uuids *u, const void *arg)
+{
+  uuid_full_sync_start_source (u, arg);
+}
+
+static void
+do_resync_start_target (struct gen_uuids *u, const void *arg)
+{
+  uuid_resync_start_target (u, arg);
+}
+
+static void
+do_resync_finished_target (struct gen_uuids *u, const void *arg)
+{
+  uuid_resync_finished_target (u, arg);
+}
+
+static void
+do_resync_finished_source (struct gen_uuids *u, const void *arg)
+{
+  (void) arg;
+  uuid_resync_finished_source (u);
+}
+
+static void
+do_adopt_current (struct gen_uuids *u, const void *arg)
+{
+  uuid_adopt_current (u, *(const uint64_t *) arg);
+}
+
+int
+gen_full_sync_start_source (struct repl_node *node, struct peer *p,
+                            const struct gen_uuids *target)
+{
+  return update_view (node, p, do_full_sync_start_source, target);
+}
+
+int
+gen_resync_start_target (struct repl_node *node, struct peer *p,
+                         const struct gen_uuids *source)
+{
+  return update_view (node, p, do_resync_start_target, source);
+}
+
+int
+gen_resync_finished_target (struct repl_node *node, struct peer *p,
+                            const struct gen_uuids *source)
+{
+  return update_view (node, p, do_resync_finished_target, source);
+}
+
+int
+gen_resync_finished_source (struct repl_node *node, struct peer *p)
+{
+  return update_view (node, p, do_resync_finished_source, NULL);
+}
+
+int
+gen_adopt_current (struct repl_node *node, struct peer *p, uint64_t uuid)
+{
+  struct gen_uuids u;
+
+  gen_view (node, p, &u);
+  if (u.gu_current == uuid)
+    return 0;
+  return update_view (node, p, do_adopt_current, &uuid);
+}
+
+/* role=primary on a node whose disk is not Consistent: its data is
+ * declared authoritative (DRBD's primary --force).  A new current UUID;
+ * no bitmap counts from the old, whole generation-less data. */
+int
+gen_force_primary (struct repl_node *node)
+{
+  struct md_super sb;
+  struct gen_uuids u;
+  uint64_t fresh;
+  size_t i;
+  int r;
+
+  if (uuid_generate (&fresh) == -1) {
+    log_error ("getrandom: %m");
+    return -1;
+  }
+  pthread_mutex_lock (&node->n_md_io_lock);
+  sb = node->n_md.md_super;
+  memset (&u, 0, sizeof u);
+  u.gu_current = sb.ms_current_uuid;
+  u.gu_history[0] = sb.ms_history_uuid[0];
+  u.gu_history[1] = sb.ms_history_uuid[1];
+  if (sb.ms_flags & MD_FLAG_CONSISTENT)
+    u.gu_flags |= GU_FLAG_CONSISTENT;
+  uuid_force_primary (&u, fresh);
+  sb.ms_current_uuid = u.gu_current;
+  sb.ms_history_uuid[0] = u.gu_history[0];
+  sb.ms_history_uuid[1] = u.gu_history[1];
+  for (i = 0; i < sb.ms_geom.mg_npeers; i++)
+    sb.ms_peers[i].mp_bitmap_uuid = 0;
+  sb.ms_flags |= MD_FLAG_CONSISTENT | MD_FLAG_WAS_UPTODATE;
+  r = meta_write_super_locked (node, &sb);
+  pthread_mutex_unlock (&node->n_md_io_lock);
+  if (r == 0)
+    log_info ("node %s: new current UUID %016" PRIx64, node->n_self->nc_name,
+              fresh);
+  return r;
+}
+
+/* The primary lost peer `lost`: from now on it writes a generation the
+ * peer does not have.  If the peer's bitmap does not count from an
+ * older generation already, start a new current UUID, and let every
+ * other away peer's bitmap count from the old one.  Returns the new
+ * current UUID (for the connected peers to adopt), or 0 if none was
+ * made.  Done at once rather than at the first write, so that no write
+ * can slip in with the peer's bitmap UUID still 0. */
+uint64_t
+gen_peer_lost (struct repl_node *node, struct peer *lost)
+{
+  struct md_super sb;
+  struct gen_uuids u;
+  uint64_t old, fresh;
+  size_t i;
+  int r;
+
+  pthread_mutex_lock (&node->n_md_io_lock);
+  sb = node->n_md.md_super;
+  if (sb.ms_peers[lost->pr_md_slot].mp_bitmap_uuid != 0 ||
+      uuid_generate (&fresh) == -1) {
+    pthread_mutex_unlock (&node->n_md_io_lock);
+    return 0;
+  }
+  view_locked (node, lost, &u);
+  old = u.gu_current;
+  uuid_new_current (&u, fresh);
+  apply_view (&sb, lost, &u);
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *q = node->n_peers[i];
+    bool away;
+
+    if (q == lost)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    away = q->pr_state != CONN_CONNECTED;
+    pthread_mutex_unlock (&q->pr_lock);
+    if (away && sb.ms_peers[q->pr_md_slot].mp_bitmap_uuid == 0 &&
+        old != UUID_JUST_CREATED && old != 0)
+      sb.ms_peers[q->pr_md_slot].mp_bitmap_uuid = old;
+  }
+  r = meta_write_super_locked (node, &sb);
+  pthread_mutex_unlock (&node->n_md_io_lock);
+  if (r == -1)
+    return 0;
+  log_info ("peer %s: lost; new current UUID %016" PRIx64 " (the peer's "
+            "bitmap counts from %016" PRIx64 ")", lost->pr_cfg->nc_name,
+            fresh, old);
+  return fresh;
+}

@@ -1,0 +1,255 @@
+/* nbdrepl: what a connection starts with — acting on the sync decision,
+ * sending a sync target's bitmap to its source — and the generation
+ * messages (UUIDS, BITMAP, BITMAP_DONE) that travel while connected.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * At connect both nodes make the same decision (generation.c).  The sync
+ * target sends its bitmap for the source (what it knows it may lack: the
+ * chunks of a resync it did not finish, and after a crash the extents of
+ * its activity log); the source adds those bits to its own bitmap for
+ * the target and only then resyncs (resync.c).
+ */
+#include <config.h>
+
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "log.h"
+
+/* Sync target: send our bitmap for the source, then BITMAP_DONE. */
+static int
+send_bitmap (struct peer *p, uint64_t gen)
+{
+  uint64_t nwords = (p->pr_bitmap.bm_nbits + 63) / 64, i;
+  size_t bytes = nwords * 8, off;
+  uint64_t *words = malloc (bytes ? bytes : 8);
+  struct out_msg om;
+
+  if (words == NULL) {
+    peer_fail (p, gen, "malloc: %m");
+    return -1;
+  }
+  pthread_mutex_lock (&p->pr_lock);
+  for (i = 0; i < nwords; i++)
+    words[i] = htole64 (p->pr_bitmap.bm_words[i]);
+  pthread_mutex_unlock (&p->pr_lock);
+
+  for (off = 0; off < bytes; off += REPL_MAX_PAYLOAD) {
+    uint32_t n = bytes - off < REPL_MAX_PAYLOAD ? bytes - off
+                                                : REPL_MAX_PAYLOAD;
+    out_msg_init (&om, REPL_MSG_BITMAP, 0, 0, 0, off,
+                  (const char *) words + off, n);
+    if (peer_send_wait (p, gen, &om) == -1) {
+      free (words);
+      return -1;
+    }
+  }
+  free (words);
+  out_msg_init (&om, REPL_MSG_BITMAP_DONE, 0, 0, 0, bytes, NULL, 0);
+  return peer_send_wait (p, gen, &om);
+}
+
+/* Tell a connected peer our generation UUIDs (after they changed). */
+static void
+send_uuids (struct peer *p)
+{
+  struct repl_node *node = p->pr_node;
+  uint8_t buf[REPL_UUIDS_SIZE];
+  struct gen_uuids u;
+  struct repl_uuids w;
+  struct out_msg om;
+  uint64_t gen;
+
+  gen_view (node, p, &u);
+  gen_to_wire (&u, &w);
+  wire_encode_uuids (&w, buf);
+  pthread_mutex_lock (&p->pr_lock);
+  gen = p->pr_gen;
+  pthread_mutex_unlock (&p->pr_lock);
+  out_msg_init (&om, REPL_MSG_UUIDS, 0, 0, 0, 0, buf, sizeof buf);
+  peer_send_wait (p, gen, &om);
+}
+
+/* Connection gen to p is up; h is the peer's hello.  Called by the peer
+ * thread before its receive loop starts. */
+void
+sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
+{
+  struct repl_node *node = p->pr_node;
+  const char *name = p->pr_cfg->nc_name;
+  bool we_primary = node_role (node) == REPL_ROLE_PRIMARY;
+  bool resync = false;
+  char err[512];
+  int d, rule;
+
+  /* The same decision the handshake checked; the state may have moved
+   * on since, so it may now refuse. */
+  d = gen_decide (node, p, h, &rule, err, sizeof err);
+  if (d == -1) {
+    peer_fail (p, gen, "%s", err);
+    return;
+  }
+  log_info ("peer %s: generations: %s (rule %d: %s)", name,
+            uuid_decision_name (d), rule, uuid_rule_name (rule));
+
+  if (we_primary && uuid_decision_is_source (d)) {
+    if (uuid_decision_is_full (d)) {
+      pthread_mutex_lock (&p->pr_lock);
+      bitmap_set_all (&p->pr_bitmap);
+      pthread_mutex_unlock (&p->pr_lock);
+      if (gen_full_sync_start_source (node, p, &p->pr_peer_uuids) == -1) {
+        peer_fail (p, gen, "cannot write metadata");
+        return;
+      }
+    }
+    resync = true;
+  }
+  else if (we_primary) {
+    /* No sync by the generations.  Bits in our bitmap would still be
+     * chunks the peer lacks: never drop them silently. */
+    pthread_mutex_lock (&p->pr_lock);
+    resync = bitmap_count (&p->pr_bitmap) > 0;
+    pthread_mutex_unlock (&p->pr_lock);
+    if (resync)
+      log_info ("peer %s: in the same generation, but %" PRIu64 " chunks "
+                "are marked out of sync: resyncing them", name,
+                bitmap_count (&p->pr_bitmap));
+  }
+
+  pthread_mutex_lock (&p->pr_lock);
+  p->pr_decision = d;
+  p->pr_bitmap_pending = resync && uuid_decision_is_source (d);
+  p->pr_bitmap_rx_bytes = 0;
+  if (resync) {
+    p->pr_resync_wanted = true;
+    pthread_cond_signal (&p->pr_resync_cond);
+  }
+  pthread_mutex_unlock (&p->pr_lock);
+
+  if (h->role == REPL_ROLE_PRIMARY && uuid_decision_is_target (d))
+    send_bitmap (p, gen);
+}
+
+/* The primary lost connection to p: start a new generation, and tell the
+ * peers still connected. */
+void
+sync_on_lost (struct peer *p)
+{
+  struct repl_node *node = p->pr_node;
+  size_t i;
+
+  if (node_role (node) != REPL_ROLE_PRIMARY)
+    return;
+  if (gen_peer_lost (node, p) == 0)
+    return;
+  for (i = 0; i < node->n_npeers; i++)
+    if (node->n_peers[i] != p)
+      send_uuids (node->n_peers[i]);
+}
+
+/* A generation message from the peer.  Returns 0, or -1 once the
+ * connection has failed (reported). */
+int
+sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
+             const uint8_t *payload)
+{
+  struct repl_node *node = p->pr_node;
+  const char *name = p->pr_cfg->nc_name;
+  char err[256];
+
+  switch (h->type) {
+  case REPL_MSG_UUIDS: {
+    struct repl_uuids w;
+    struct gen_uuids u;
+    bool resyncing;
+
+    if (wire_decode_uuids (payload, h->length, &w, err, sizeof err) == -1) {
+      peer_fail (p, gen, "protocol error: %s", err);
+      return -1;
+    }
+    u = (struct gen_uuids) { .gu_current = w.current, .gu_bitmap = w.bitmap,
+                             .gu_history = { w.history[0], w.history[1] },
+                             .gu_flags = w.flags };
+    if (uuid_check (&u, err, sizeof err) == -1) {
+      peer_fail (p, gen, "protocol error: UUIDS: %s", err);
+      return -1;
+    }
+    pthread_mutex_lock (&p->pr_lock);
+    p->pr_peer_uuids = u;
+    resyncing = p->pr_resyncing;
+    pthread_mutex_unlock (&p->pr_lock);
+    /* An in-sync secondary follows its primary into the new generation;
+     * a resync target keeps its own until the resync ends. */
+    if (p->pr_role == REPL_ROLE_PRIMARY &&
+        node_role (node) != REPL_ROLE_PRIMARY && !resyncing &&
+        node->n_disk == REPL_DISK_UPTODATE &&
+        gen_adopt_current (node, p, u.gu_current) == -1) {
+      peer_fail (p, gen, "cannot write metadata");
+      return -1;
+    }
+    return 0;
+  }
+
+  case REPL_MSG_BITMAP: {
+    uint64_t nwords = (p->pr_bitmap.bm_nbits + 63) / 64, i, first;
+    bool ok;
+
+    pthread_mutex_lock (&p->pr_lock);
+    ok = p->pr_bitmap_pending && h->offset % 8 == 0 &&
+         h->offset == p->pr_bitmap_rx_bytes &&
+         h->offset / 8 + h->length / 8 <= nwords;
+    if (ok) {
+      first = h->offset / 8;
+      for (i = 0; i < h->length / 8; i++) {
+        uint64_t w;
+        memcpy (&w, payload + 8 * i, 8);
+        p->pr_bitmap.bm_words[first + i] |= le64toh (w);
+      }
+      /* Bits past the end of the volume stay clear. */
+      if (first + h->length / 8 == nwords && p->pr_bitmap.bm_nbits % 64)
+        p->pr_bitmap.bm_words[nwords - 1] &=
+          (UINT64_C (1) << (p->pr_bitmap.bm_nbits % 64)) - 1;
+      p->pr_bitmap.bm_nset = 0;
+      for (i = 0; i < nwords; i++)
+        p->pr_bitmap.bm_nset += __builtin_popcountll (p->pr_bitmap.bm_words[i]);
+      p->pr_bitmap_rx_bytes += h->length;
+    }
+    pthread_mutex_unlock (&p->pr_lock);
+    if (!ok) {
+      peer_fail (p, gen, "protocol error: BITMAP of %" PRIu32 " bytes at "
+                 "byte %" PRIu64 " not expected (bitmap of %" PRIu64
+                 " bytes)", h->length, h->offset, nwords * 8);
+      return -1;
+    }
+    return 0;
+  }
+
+  case REPL_MSG_BITMAP_DONE: {
+    uint64_t nwords = (p->pr_bitmap.bm_nbits + 63) / 64;
+    bool ok;
+
+    pthread_mutex_lock (&p->pr_lock);
+    ok = p->pr_bitmap_pending && p->pr_bitmap_rx_bytes == nwords * 8 &&
+         h->offset == nwords * 8;
+    if (ok) {
+      p->pr_bitmap_pending = false;
+      pthread_cond_signal (&p->pr_resync_cond);
+    }
+    pthread_mutex_unlock (&p->pr_lock);
+    if (!ok) {
+      peer_fail (p, gen, "protocol error: BITMAP_DONE after %" PRIu64
+                 " of %" PRIu64 " bytes", p->pr_bitmap_rx_bytes,
+                 nwords * 8);
+      return -1;
+    }
+    log_info ("peer %s: its bitmap is in", name);
+    return 0;
+  }
+
+  default:
+    abort ();
+  }
+}
