@@ -22,9 +22,6 @@
 #define NODE_MAGIC 0x4e4f4445       /* "NODE" */
 #define PEER_MAGIC 0x50454552       /* "PEER" */
 
-/* Bytes of the volume per dirty-bitmap bit. */
-#define REPL_BITMAP_GRANULARITY 4096
-
 /* Messages a peer may have sent but not yet acknowledged.  A writer that
  * finds the window full waits for acknowledgements. */
 #define PEER_WINDOW 4096
@@ -309,6 +306,7 @@ struct repl_node {
   /* Metadata (meta.c). */
   char *n_md_path;
   int n_md_fd;
+  uint64_t n_md_base;           /* where the area starts in n_md_fd */
   bool n_md_open, n_al_ready;
   bool n_md_crashed;            /* found not stopped cleanly */
   struct md n_md;
@@ -333,6 +331,7 @@ extern enum repl_role node_role (struct repl_node *node);
 extern struct peer *node_find_peer (struct repl_node *node, unsigned id);
 
 /* meta.c */
+extern int meta_place_internal (struct repl_node *node, const char *where);
 extern int meta_open (struct repl_node *node, const char *where);
 extern void meta_close (struct repl_node *node);
 extern int meta_set_flags (struct repl_node *node, uint32_t set,

@@ -37,16 +37,39 @@
 #include "log.h"
 #include "uuid-compare.h"
 
-/* The metadata file of this node: the configured path, by default the
- * disk's path + ".meta". */
-static char *
-meta_path (const struct repl_node *node)
+/* The geometry new metadata gets, from the configuration. */
+static void
+config_geometry (const struct repl_node *node, struct md_geometry *g)
 {
-  char *path;
+  struct md_params pa;
 
-  if (asprintf (&path, "%s.meta", node->n_self->nc_disk) == -1)
-    return NULL;
-  return path;
+  md_params_init (&pa, node->n_self->nc_id, node->n_vol.vol_size);
+  *g = pa.pa_geom;
+  g->mg_granularity = node->n_cfg.cf_bitmap_granularity;
+  g->mg_al_extent_size = node->n_cfg.cf_al_extent_size;
+  g->mg_al_extents = node->n_cfg.cf_al_extents;
+}
+
+/* `meta: internal`: the metadata takes the end of the backing device
+ * and the volume is what is left in front of it.  Called after
+ * volume_open and before anything uses the volume size. */
+int
+meta_place_internal (struct repl_node *node, const char *where)
+{
+  struct md_geometry g;
+  char err[256];
+
+  if (!node->n_self->nc_meta_internal)
+    return 0;
+  config_geometry (node, &g);
+  if (md_internal_place (node->n_vol.vol_size, &g, &node->n_md_base,
+                         err, sizeof err) == -1) {
+    log_error ("%sdisk %s: meta: internal: %s", where,
+               node->n_vol.vol_path, err);
+    return -1;
+  }
+  node->n_vol.vol_size = g.mg_size;
+  return 0;
 }
 
 /* Copy the words of bitmap pages [first, first+count) of p's bitmap into
@@ -140,7 +163,7 @@ load_or_create (struct repl_node *node, const char *where)
   struct md_params pa;
   size_t i, n = 0;
 
-  if (md_load (&node->n_md, node->n_md_fd, 0, self->nc_id,
+  if (md_load (&node->n_md, node->n_md_fd, node->n_md_base, self->nc_id,
                node->n_vol.vol_size, err, sizeof err) == 0)
     return 0;
 
@@ -149,11 +172,12 @@ load_or_create (struct repl_node *node, const char *where)
    * created").  md_create refuses to overwrite anything that looks like
    * metadata, so damaged metadata is reported, not silently replaced. */
   md_params_init (&pa, self->nc_id, node->n_vol.vol_size);
+  config_geometry (node, &pa.pa_geom);
   pa.pa_current_uuid = UUID_JUST_CREATED;
   for (i = 0; i < node->n_cfg.cf_nnodes; i++)
     if (node->n_cfg.cf_nodes[i].nc_id != self->nc_id)
       pa.pa_peer_ids[n++] = node->n_cfg.cf_nodes[i].nc_id;
-  if (md_create (&node->n_md, node->n_md_fd, 0, &pa, false,
+  if (md_create (&node->n_md, node->n_md_fd, node->n_md_base, &pa, false,
                  err2, sizeof err2) == -1) {
     if (errno == EEXIST)
       log_error ("%smetadata %s: %s (to start again with a full sync: "
@@ -179,12 +203,33 @@ meta_open (struct repl_node *node, const char *where)
   size_t i;
   char err[256];
 
-  node->n_md_path = meta_path (node);
-  if (node->n_md_path == NULL) {
-    log_error ("asprintf: %m");
-    return -1;
+  const struct repl_node_cfg *self = node->n_self;
+
+  if (self->nc_meta_internal) {
+    if (asprintf (&node->n_md_path, "%s (internal, at byte %" PRIu64 ")",
+                  self->nc_disk, node->n_md_base) == -1) {
+      node->n_md_path = NULL;
+      log_error ("asprintf: %m");
+      return -1;
+    }
+    node->n_md_fd = dup (node->n_vol.vol_fd);
   }
-  node->n_md_fd = open (node->n_md_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  else {
+    if (self->nc_meta_default && node->n_vol.vol_is_block) {
+      errno = EINVAL;
+      log_error ("%sdisk %s is a block device: say where its metadata "
+                 "goes (meta: PATH, or meta: internal)", where,
+                 self->nc_disk);
+      return -1;
+    }
+    node->n_md_path = strdup (self->nc_meta);
+    if (node->n_md_path == NULL) {
+      log_error ("strdup: %m");
+      return -1;
+    }
+    node->n_md_fd = open (node->n_md_path, O_RDWR | O_CREAT | O_CLOEXEC,
+                          0600);
+  }
   if (node->n_md_fd == -1) {
     log_error ("%smetadata %s: %m", where, node->n_md_path);
     return -1;
@@ -193,11 +238,13 @@ meta_open (struct repl_node *node, const char *where)
     return -1;
   node->n_md_open = true;
   g = &node->n_md.md_super.ms_geom;
-  if (g->mg_granularity != REPL_BITMAP_GRANULARITY) {
-    errno = ENOTSUP;
-    log_error ("%smetadata %s: bitmap granularity %" PRIu32 " is not "
-               "supported (only %u)", where, node->n_md_path,
-               g->mg_granularity, REPL_BITMAP_GRANULARITY);
+  if (g->mg_granularity != node->n_cfg.cf_bitmap_granularity) {
+    errno = EINVAL;
+    log_error ("%smetadata %s: made with bitmap-granularity %" PRIu32
+               ", but the configuration says %" PRIu32 " (every node must "
+               "use the same; to change it: replctl create-md --force)",
+               where, node->n_md_path, g->mg_granularity,
+               node->n_cfg.cf_bitmap_granularity);
     return -1;
   }
 

@@ -180,6 +180,14 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     goto err;
   }
   node->n_self = self;
+  if (node->n_cfg.cf_bitmap_granularity > RESYNC_MAX_BYTES) {
+    errno = EINVAL;
+    log_error ("%s: metadata: bitmap-granularity %" PRIu32 " is larger "
+               "than this version can resync in one request (%u)",
+               config_path, node->n_cfg.cf_bitmap_granularity,
+               RESYNC_MAX_BYTES);
+    goto err;
+  }
   node->n_role = primary ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
   if (primary)
     node->n_primary_id = self->nc_id;
@@ -188,7 +196,8 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     char where[512];
     snprintf (where, sizeof where, "%s: node %s: ", config_path,
               self->nc_name);
-    if (volume_open (&node->n_vol, self->nc_disk, where) == -1)
+    if (volume_open (&node->n_vol, self->nc_disk, where) == -1 ||
+        meta_place_internal (node, where) == -1)
       goto err;
   }
 

@@ -336,7 +336,7 @@ check_data (struct peer *p, uint64_t gen, const struct repl_hdr *h)
                p->pr_expect_seq);
     return -1;
   }
-  if (wire_check_range (h, node->n_vol.vol_size, REPL_BITMAP_GRANULARITY,
+  if (wire_check_range (h, node->n_vol.vol_size, p->pr_bitmap.bm_granularity,
                         err, sizeof err) == -1) {
     peer_fail (p, gen, "protocol error: %s", err);
     return -1;

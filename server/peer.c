@@ -55,7 +55,7 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
     return NULL;
   }
   if (bitmap_init (&p->pr_bitmap, node->n_vol.vol_size,
-                   REPL_BITMAP_GRANULARITY) == -1) {
+                   node->n_cfg.cf_bitmap_granularity) == -1) {
     log_error ("peer %s: bitmap: %m", cfg->nc_name);
     free (p->pr_ring);
     free (p);

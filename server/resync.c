@@ -65,7 +65,8 @@ static int
 resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
 {
   struct repl_node *node = p->pr_node;
-  const uint64_t max_bits = RESYNC_MAX_BYTES / REPL_BITMAP_GRANULARITY;
+  const uint32_t granularity = p->pr_bitmap.bm_granularity;
+  const uint64_t max_bits = RESYNC_MAX_BYTES / granularity;
   uint64_t bit = 0;
   unsigned i = 0;
   int ret = 0;
@@ -95,8 +96,8 @@ resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
     if (first < 0)
       break;
 
-    offset = (uint64_t) first * REPL_BITMAP_GRANULARITY;
-    len = (end - first) * REPL_BITMAP_GRANULARITY;
+    offset = (uint64_t) first * granularity;
+    len = (end - first) * granularity;
     if (offset + len > node->n_vol.vol_size)
       len = node->n_vol.vol_size - offset;
     bit = end;
