@@ -47,7 +47,8 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
                               WIRE_PAYLOAD_NONE, true },
   [REPL_MSG_FLUSH] =        { "FLUSH", 0, WIRE_PAYLOAD_NONE, false },
   [REPL_MSG_RESYNC_START] = { "RESYNC_START", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_RESYNC_DATA] =  { "RESYNC_DATA", 0, WIRE_PAYLOAD_COUNT, true },
+  [REPL_MSG_RESYNC_DATA] =  { "RESYNC_DATA", REPL_FLAG_ZEROES,
+                              WIRE_PAYLOAD_COUNT, true },
   [REPL_MSG_RESYNC_DONE] =  { "RESYNC_DONE", 0, WIRE_PAYLOAD_NONE, false },
   [REPL_MSG_ACK] =          { "ACK", REPL_FLAG_RECEIVED,
                               WIRE_PAYLOAD_NONE, false },
@@ -205,7 +206,12 @@ wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE], struct repl_hdr *h,
                          name, h->length);
     break;
   case WIRE_PAYLOAD_COUNT:
-    if (h->length != h->count)
+    if (h->flags & REPL_FLAG_ZEROES) {
+      if (h->length != 0)
+        return wire_error (err, errlen, "%s: length %" PRIu32
+                           " != 0 with flag ZEROES", name, h->length);
+    }
+    else if (h->length != h->count)
       return wire_error (err, errlen,
                          "%s: length %" PRIu32 " != count %" PRIu32,
                          name, h->length, h->count);

@@ -44,7 +44,7 @@ enum repl_msg_type {
   REPL_MSG_FLUSH = 7,         /* make every earlier message durable */
   REPL_MSG_RESYNC_START = 8,  /* offset = bytes the sync source will send */
   REPL_MSG_RESYNC_DATA = 9,   /* like WRITE; offset aligned to the bitmap
-                                 granularity */
+                                 granularity; flag ZEROES */
   REPL_MSG_RESYNC_DONE = 10,  /* the sync target is now UpToDate */
   REPL_MSG_ACK = 11,          /* secondary→primary: every message with a
                                  sequence number <= seq is on the
@@ -68,6 +68,8 @@ enum repl_msg_type {
 #define REPL_FLAG_RECEIVED  0x0004  /* ACK: received, not yet applied
                                        (protocol B); the sender keeps the
                                        messages until the plain ACK */
+#define REPL_FLAG_ZEROES    0x0008  /* RESYNC_DATA: the count bytes are
+                                       all zero and not sent (length 0) */
 
 struct repl_hdr {
   uint32_t magic;

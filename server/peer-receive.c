@@ -151,7 +151,9 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
   switch (h->type) {
   case REPL_MSG_WRITE:
   case REPL_MSG_RESYNC_DATA:
-    if (have < h->count) {
+    if (h->flags & REPL_FLAG_ZEROES)
+      r = volume_zero (vol, h->count, h->offset, false);
+    else if (have < h->count) {
       r = write_spliced (p, gen, rx, h, payload, have);
       if (r == -1) {
         meta_al_end (node, h->offset, h->count);

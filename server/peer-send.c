@@ -238,7 +238,8 @@ peer_submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
   f->if_waiter = on_send ? NULL : w;
 
   out_msg_init (om, type, flags, count, seq, offset, payload,
-                type == REPL_MSG_WRITE || type == REPL_MSG_RESYNC_DATA
+                type == REPL_MSG_WRITE ||
+                (type == REPL_MSG_RESYNC_DATA && !(flags & REPL_FLAG_ZEROES))
                 ? count : 0);
   /* The waiter counts two events: the sender letting go of om (and the
    * payload) and the acknowledgement — they may come in either order,

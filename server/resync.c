@@ -13,10 +13,20 @@
  *   RESYNC_START (bytes to send) → RESYNC_DATA ... → RESYNC_DONE
  *
  * The peer is Inconsistent from START until it acknowledges DONE.
+ *
+ * A chunk that reads as all zeroes goes as RESYNC_DATA with flag ZEROES
+ * and no payload.  The rate is either fixed (resync-rate) or, with
+ * c-min-rate/c-max-rate, c-min-rate while the application does I/O and
+ * c-max-rate otherwise (DRBD's dynamic controller, simplified); without
+ * either it is unthrottled.  The peer's bitmap is written to the
+ * metadata every second, so that a resync interrupted by a crash of
+ * this node resumes where it was instead of starting again.
  */
 #include <config.h>
 
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "internal.h"
 #include "log.h"
@@ -59,6 +69,82 @@ send_control (struct peer *p, uint64_t gen, enum repl_msg_type type,
   return r;
 }
 
+#define PACE_SLICE_NS   (100 * 1000 * 1000)  /* longest sleep between checks */
+#define PERSIST_NS      (1000 * 1000 * 1000) /* bitmap to disk this often */
+
+static bool
+all_zero (const void *buf, size_t len)
+{
+  const uint64_t *w = buf;
+  size_t i;
+
+  for (i = 0; i < len / 8; i++)
+    if (w[i] != 0)
+      return false;
+  for (i = len & ~(size_t) 7; i < len; i++)
+    if (((const uint8_t *) buf)[i] != 0)
+      return false;
+  return true;
+}
+
+/* Rate pacing of one resync. */
+struct pace {
+  uint64_t pc_next_ns;          /* the next chunk may not leave before */
+  uint64_t pc_io_seen;          /* application requests counted so far */
+  uint64_t pc_io_check_ns;      /* when that count was taken */
+  bool pc_app_io;               /* application I/O in the last window */
+};
+
+/* Bytes per second the resync may use now, 0 for unthrottled. */
+static uint64_t
+current_rate (struct repl_node *node, struct pace *pc, uint64_t now)
+{
+  const struct repl_config *cf = &node->n_cfg;
+
+  if (cf->cf_resync_rate > 0)
+    return cf->cf_resync_rate;
+  if (cf->cf_c_max_rate == 0)
+    return 0;
+  if (now - pc->pc_io_check_ns >= PACE_SLICE_NS) {
+    uint64_t io = atomic_load (&node->n_writes) + atomic_load (&node->n_reads);
+    pc->pc_app_io = io != pc->pc_io_seen;
+    pc->pc_io_seen = io;
+    pc->pc_io_check_ns = now;
+  }
+  return pc->pc_app_io ? cf->cf_c_min_rate : cf->cf_c_max_rate;
+}
+
+/* Wait until `len` more bytes fit the rate.  Returns false if the
+ * connection failed or the peer is stopping meanwhile. */
+static bool
+pace_wait (struct peer *p, uint64_t gen, struct pace *pc, uint64_t len)
+{
+  uint64_t now = now_ns (), rate = current_rate (p->pr_node, pc, now);
+
+  if (rate == 0)
+    return true;
+  if (pc->pc_next_ns < now)
+    pc->pc_next_ns = now;
+  while ((now = now_ns ()) < pc->pc_next_ns) {
+    uint64_t ns = pc->pc_next_ns - now;
+    struct timespec ts;
+    bool ok;
+
+    if (ns > PACE_SLICE_NS)
+      ns = PACE_SLICE_NS;
+    ts.tv_sec = ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
+    nanosleep (&ts, NULL);
+    pthread_mutex_lock (&p->pr_lock);
+    ok = still_connected (p, gen) && !p->pr_stopping;
+    pthread_mutex_unlock (&p->pr_lock);
+    if (!ok)
+      return false;
+  }
+  pc->pc_next_ns += len * UINT64_C (1000000000) / rate;
+  return true;
+}
+
 /* One pass over the bitmap.  Returns 0 when every chunk that was set
  * has been sent and acknowledged, -1 if the connection failed. */
 static int
@@ -67,7 +153,8 @@ resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
   struct repl_node *node = p->pr_node;
   const uint32_t granularity = p->pr_bitmap.bm_granularity;
   const uint64_t max_bits = RESYNC_MAX_BYTES / granularity;
-  uint64_t bit = 0;
+  struct pace pc = { .pc_io_check_ns = 0 };
+  uint64_t bit = 0, persisted_ns = now_ns ();
   unsigned i = 0;
   int ret = 0;
 
@@ -102,6 +189,15 @@ resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
       len = node->n_vol.vol_size - offset;
     bit = end;
 
+    if (!pace_wait (p, gen, &pc, len)) {
+      ret = -1;
+      break;
+    }
+    if (now_ns () - persisted_ns >= PERSIST_NS) {
+      meta_write_peer_bitmap (node, p);
+      persisted_ns = now_ns ();
+    }
+
     ilock_acquire (&node->n_ilock, &range, offset, len);
     if (volume_pread (&node->n_vol, s->rs_buf, len, offset) == -1) {
       ilock_release (&node->n_ilock, &range);
@@ -110,7 +206,9 @@ resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
       break;
     }
     pthread_mutex_lock (&p->pr_lock);
-    peer_submit_locked (p, REPL_MSG_RESYNC_DATA, 0, s->rs_buf, len, offset,
+    peer_submit_locked (p, REPL_MSG_RESYNC_DATA,
+                        all_zero (s->rs_buf, len) ? REPL_FLAG_ZEROES : 0,
+                        s->rs_buf, len, offset,
                         &s->rs_waiter, false, &s->rs_msg, NULL);
     pthread_mutex_unlock (&p->pr_lock);
     ilock_release (&node->n_ilock, &range);

@@ -40,6 +40,9 @@ stop_node node1
 # Both nodes start from new metadata, so the primary declares its data
 # authoritative and sends everything: a full sync.
 rm -f "$(disk node0).meta" "$(disk node1).meta"
+# Data (not zeroes, which a resync sends as a command) where the
+# secondary's bad sector is.
+head -c 1M /dev/urandom | dd of="$(disk node0)" bs=1M seek=$((bad >> 20)) conv=notrunc status=none
 start_node node0 role=primary
 FAULT_PWRITE_OFFSET=$bad FAULT_PWRITE_SLEEP_MS=4000 LD_PRELOAD="$FAULT_INJECT" start_node node1
 # The initial full resync runs into the bad sector on node1.

@@ -34,7 +34,7 @@ static const struct expect expect[] = {
   { REPL_MSG_ZERO, "ZERO", REPL_FLAG_FUA | REPL_FLAG_MAY_TRIM, 0, 1 },
   { REPL_MSG_FLUSH, "FLUSH", 0, 0, 0 },
   { REPL_MSG_RESYNC_START, "RESYNC_START", 0, 0, 0 },
-  { REPL_MSG_RESYNC_DATA, "RESYNC_DATA", 0, 1, 1 },
+  { REPL_MSG_RESYNC_DATA, "RESYNC_DATA", 0, 1, 1 },   /* + ZEROES: below */
   { REPL_MSG_RESYNC_DONE, "RESYNC_DONE", 0, 0, 0 },
   { REPL_MSG_ACK, "ACK", REPL_FLAG_RECEIVED, 0, 0 },
   { REPL_MSG_NACK, "NACK", 0, 0, 0 },
@@ -227,6 +227,8 @@ START_TEST (test_hdr_bad_flags)
 
       if (e->flags & f)
         continue;
+      if (e->type == REPL_MSG_RESYNC_DATA && f == REPL_FLAG_ZEROES)
+        continue;               /* allowed, with length 0: see below */
       valid_hdr (e, &h);
       h.flags = f;
       snprintf (msg, sizeof msg, "%s: flags 0x%x not allowed", e->name, f);
@@ -236,9 +238,28 @@ START_TEST (test_hdr_bad_flags)
       n++;
     }
   }
-  /* 15 types * 16 bits, less the 5 allowed (FUA x3, MAY_TRIM x1,
-   * RECEIVED x1). */
-  ck_assert_int_eq (n, 15 * 16 - 5);
+  /* 15 types * 16 bits, less the 6 allowed (FUA x3, MAY_TRIM x1,
+   * RECEIVED x1, ZEROES x1). */
+  ck_assert_int_eq (n, 15 * 16 - 6);
+
+  /* RESYNC_DATA with ZEROES: count bytes of zeroes, no payload. */
+  {
+    uint8_t buf[REPL_HDR_SIZE];
+    struct repl_hdr out;
+    char err[256] = "";
+
+    wire_hdr_init (&h, REPL_MSG_RESYNC_DATA, REPL_FLAG_ZEROES, 0, 65536,
+                   1, 65536);
+    wire_encode_hdr (&h, buf);
+    ck_assert_msg (wire_decode_hdr (buf, &out, err, sizeof err) == 0,
+                   "%s", err);
+    ck_assert_uint_eq (out.flags, REPL_FLAG_ZEROES);
+    ck_assert_uint_eq (out.count, 65536);
+    h.length = 65536;
+    expect_reject (&h, "RESYNC_DATA: length 65536 != 0 with flag ZEROES");
+    wire_hdr_init (&h, REPL_MSG_WRITE, REPL_FLAG_ZEROES, 0, 65536, 1, 0);
+    expect_reject (&h, "WRITE: flags 0x8 not allowed");
+  }
 
   wire_hdr_init (&h, REPL_MSG_TRIM, 0, 0, 4096, 0, 0);
   h.flags = 0x4;
