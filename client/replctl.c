@@ -2,8 +2,8 @@
  * metadata while it is stopped.
  * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
  *
- *   replctl -s /run/nbdrepl/r0-alpha.sock status [--json]
- *   replctl -c r0.yaml -n alpha status [--json]
+ *   replctl -s /run/nbdrepl/r0-alpha.sock status [--json] [--watch [SECS]]
+ *   replctl -c r0.yaml -n alpha status [--json] [--watch [SECS]]
  *   replctl -c r0.yaml -n alpha create-md [--force] [--in-sync]
  *   replctl -c r0.yaml -n alpha dump-md
  */
@@ -14,11 +14,14 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -32,22 +35,33 @@
 
 #define REPLY_TIMEOUT_MS 10000
 
+/* status --watch: the default interval and the accepted range, in
+ * seconds. */
+#define WATCH_DEFAULT_S 1.0
+#define WATCH_MIN_S 0.1
+#define WATCH_MAX_S 86400.0
+
 static void usage (FILE *fp, int status) __attribute__ ((noreturn));
 
 static void
 usage (FILE *fp, int status)
 {
   fprintf (fp,
-           "usage: replctl (-s SOCKET | -c CONFIG -n NODE) status [--json]\n"
+           "usage: replctl (-s SOCKET | -c CONFIG -n NODE) status [--json] [--watch [SECONDS]]\n"
            "       replctl -c CONFIG -n NODE create-md [--force] [--in-sync]\n"
            "       replctl -c CONFIG -n NODE dump-md\n"
+           "       replctl (-s SOCKET | -c CONFIG -n NODE) verify | resync\n"
            "\n"
            "commands:\n"
-           "  status [--json]   roles, disk and connection states, resync progress\n"
+           "  status [--json]   roles, disk and connection states, generation UUIDs,\n"
+           "                    resync progress\n"
+           "      --watch [SECONDS]  redraw every SECONDS (default 1) until Ctrl-C\n"
            "  create-md         initialise the node's metadata (node stopped)\n"
            "      --force       overwrite metadata that is already there\n"
            "      --in-sync     declare the disks of all nodes identical\n"
            "  dump-md           print the node's metadata\n"
+           "  verify            (primary) compare every chunk with each peer\n"
+           "  resync            (primary) resync what is marked out of sync\n"
            "\n"
            "options:\n"
            "  -s, --socket=PATH    the node's control socket\n"
@@ -84,14 +98,14 @@ load_node (const char *config_path, const char *node_name,
   return n;
 }
 
+/* Send one request line to the node and copy its answer to stdout; an
+ * answer starting "error: " fails. */
 static int
-cmd_status (const char *socket_path, bool json)
+cmd_request (const char *socket_path, const char *cmd)
 {
-  char cmd[64], first[8] = "";
+  char first[8] = "";
   size_t total = 0;
   int fd, status = EXIT_SUCCESS;
-
-  snprintf (cmd, sizeof cmd, "status%s\n", json ? " --json" : "");
 
   fd = sock_connect_unix (socket_path);
   if (fd == -1) {
@@ -134,6 +148,189 @@ cmd_status (const char *socket_path, bool json)
   }
   else if (strncmp (first, "error: ", 7) == 0)
     status = EXIT_FAILURE;
+  return status;
+}
+
+static int
+cmd_status (const char *socket_path, bool json)
+{
+  return cmd_request (socket_path, json ? "status --json\n" : "status\n");
+}
+
+/* status --watch: SIGINT or SIGTERM ends the watch.  The signals are
+ * blocked except while waiting (ppoll), so one that arrives between two
+ * waits is seen by the next one instead of being lost. */
+static volatile sig_atomic_t watch_stop;
+
+static void
+watch_signal (int sig)
+{
+  watch_stop = sig;
+}
+
+/* One status answer, read whole so that it can be drawn at once.
+ * Waits with the signal mask `waitmask`, so that a signal interrupts
+ * it.  Returns the text (to free), or NULL with errno: EINTR when a
+ * signal came, ETIMEDOUT when the node did not answer in time, ENODATA
+ * when it closed the connection without a word, or the errno of
+ * connect or read. */
+static char *
+watch_fetch (const char *socket_path, bool json, const sigset_t *waitmask)
+{
+  const char *cmd = json ? "status --json\n" : "status\n";
+  char *text = NULL;
+  size_t len = 0;
+  FILE *fp = NULL;
+  int fd, err = 0;
+
+  fd = sock_connect_unix (socket_path);
+  if (fd == -1)
+    return NULL;
+  if (sock_write_full (fd, cmd, strlen (cmd), REPLY_TIMEOUT_MS) == -1 ||
+      (fp = open_memstream (&text, &len)) == NULL) {
+    err = errno;
+    close (fd);
+    errno = err;
+    return NULL;
+  }
+  for (;;) {
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    struct timespec timeout = { .tv_sec = REPLY_TIMEOUT_MS / 1000,
+                                .tv_nsec = REPLY_TIMEOUT_MS % 1000 * 1000000L };
+    char buf[4096];
+    ssize_t r;
+
+    r = ppoll (&pfd, 1, &timeout, waitmask);
+    if (r == 0) {
+      err = ETIMEDOUT;
+      break;
+    }
+    if (r == -1) {
+      err = errno;
+      break;
+    }
+    r = read (fd, buf, sizeof buf);
+    if (r == -1) {
+      if (errno == EINTR)
+        continue;
+      err = errno;
+      break;
+    }
+    if (r == 0)
+      break;
+    fwrite (buf, 1, r, fp);
+  }
+  close (fd);
+  if (fclose (fp) == EOF && err == 0)
+    err = errno;
+  if (err == 0 && len == 0)
+    err = ENODATA;
+  if (err != 0) {
+    free (text);
+    errno = err;
+    return NULL;
+  }
+  return text;
+}
+
+/* Sleep until the monotonic time `until`, or until a signal. */
+static void
+watch_sleep (const struct timespec *until, const sigset_t *waitmask)
+{
+  struct timespec now, left;
+
+  clock_gettime (CLOCK_MONOTONIC, &now);
+  left.tv_sec = until->tv_sec - now.tv_sec;
+  left.tv_nsec = until->tv_nsec - now.tv_nsec;
+  if (left.tv_nsec < 0) {
+    left.tv_sec--;
+    left.tv_nsec += 1000000000L;
+  }
+  if (left.tv_sec < 0)
+    return;
+  ppoll (NULL, 0, &left, waitmask);
+}
+
+/* replctl status --watch: fetch the status every `interval` seconds and
+ * redraw it, until SIGINT or SIGTERM (exit 0) or until the node stops
+ * answering (exit 1).  On a terminal the screen is redrawn in place;
+ * otherwise each answer is printed after the last (with --json: one
+ * object per line). */
+static int
+cmd_status_watch (const char *socket_path, bool json, double interval)
+{
+  struct sigaction sa = { .sa_handler = watch_signal };
+  sigset_t block, waitmask;
+  struct timespec next;
+  bool tty = !json && isatty (STDOUT_FILENO);
+  const long long step_ns = (long long) (interval * 1e9);
+  unsigned long shown = 0;
+  int status = EXIT_SUCCESS;
+
+  sigemptyset (&block);
+  sigaddset (&block, SIGINT);
+  sigaddset (&block, SIGTERM);
+  sigprocmask (SIG_BLOCK, &block, &waitmask);
+  sigdelset (&waitmask, SIGINT);
+  sigdelset (&waitmask, SIGTERM);
+  sigemptyset (&sa.sa_mask);
+  sigaction (SIGINT, &sa, NULL);        /* no SA_RESTART */
+  sigaction (SIGTERM, &sa, NULL);
+
+  clock_gettime (CLOCK_MONOTONIC, &next);
+  while (!watch_stop) {
+    char *text = watch_fetch (socket_path, json, &waitmask);
+    char stamp[32];
+    time_t t = time (NULL);
+    const char *c;
+
+    if (text == NULL) {
+      if (watch_stop)
+        break;
+      if (shown == 0)
+        fprintf (stderr, "replctl: %s: %s (is the node running?)\n",
+                 socket_path, errno == ENODATA ? "no answer"
+                 : strerror (errno));
+      else
+        fprintf (stderr, "replctl: %s: %s: the node has stopped or no longer "
+                 "answers; stopped watching\n", socket_path,
+                 errno == ENODATA ? "no answer" : strerror (errno));
+      status = EXIT_FAILURE;
+      break;
+    }
+    if (strncmp (text, "error: ", 7) == 0) {
+      fputs (text, stdout);
+      free (text);
+      status = EXIT_FAILURE;
+      break;
+    }
+
+    strftime (stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", localtime (&t));
+    if (json)
+      fputs (text, stdout);
+    else if (tty) {
+      /* Home, then every line cleared to its end, then the rest of the
+       * screen: redrawn in place, without the flicker of a full clear. */
+      printf ("\033[H%s  every %gs  %s  (Ctrl-C to stop)\033[K\n\033[K\n",
+              socket_path, interval, stamp);
+      for (c = text; *c; c++) {
+        if (*c == '\n')
+          fputs ("\033[K", stdout);
+        putchar (*c);
+      }
+      fputs ("\033[J", stdout);
+    }
+    else
+      printf ("%s%s  %s\n%s", shown ? "\n" : "", socket_path, stamp, text);
+    fflush (stdout);
+    free (text);
+    shown++;
+
+    next.tv_nsec += step_ns % 1000000000LL;
+    next.tv_sec += step_ns / 1000000000LL + next.tv_nsec / 1000000000L;
+    next.tv_nsec %= 1000000000L;
+    watch_sleep (&next, &waitmask);
+  }
   return status;
 }
 
@@ -377,7 +574,8 @@ main (int argc, char *argv[])
   const char *command;
   struct repl_config cfg;
   const struct repl_node_cfg *n;
-  bool json = false, force = false, in_sync = false;
+  bool json = false, force = false, in_sync = false, watch = false;
+  double interval = WATCH_DEFAULT_S;
   int c, i, status;
 
   while ((c = getopt_long (argc, argv, "+s:c:n:h", long_options, NULL)) != -1) {
@@ -399,6 +597,29 @@ main (int argc, char *argv[])
   for (i = optind + 1; i < argc; i++) {
     if (strcmp (command, "status") == 0 && strcmp (argv[i], "--json") == 0)
       json = true;
+    else if (strcmp (command, "status") == 0 &&
+             (strcmp (argv[i], "--watch") == 0 ||
+              strncmp (argv[i], "--watch=", 8) == 0)) {
+      const char *arg = argv[i][7] == '=' ? argv[i] + 8 : NULL;
+      char *end;
+
+      watch = true;
+      /* The interval is optional: the next word, if it is a number. */
+      if (arg == NULL && i + 1 < argc &&
+          (argv[i + 1][0] == '.' ||
+           (argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9')))
+        arg = argv[++i];
+      if (arg != NULL) {
+        errno = 0;
+        interval = strtod (arg, &end);
+        if (errno != 0 || end == arg || *end != '\0' ||
+            !(interval >= WATCH_MIN_S && interval <= WATCH_MAX_S)) {
+          fprintf (stderr, "replctl: status --watch: '%s': give seconds "
+                   "from %g to %g\n", arg, WATCH_MIN_S, WATCH_MAX_S);
+          usage (stderr, EXIT_FAILURE);
+        }
+      }
+    }
     else if (strcmp (command, "create-md") == 0 &&
              strcmp (argv[i], "--force") == 0)
       force = true;
@@ -407,7 +628,9 @@ main (int argc, char *argv[])
       in_sync = true;
     else if (strcmp (command, "status") == 0 ||
              strcmp (command, "create-md") == 0 ||
-             strcmp (command, "dump-md") == 0) {
+             strcmp (command, "dump-md") == 0 ||
+             strcmp (command, "verify") == 0 ||
+             strcmp (command, "resync") == 0) {
       fprintf (stderr, "replctl: %s: unknown option '%s'\n", command,
                argv[i]);
       usage (stderr, EXIT_FAILURE);
@@ -416,13 +639,15 @@ main (int argc, char *argv[])
 
   if (strcmp (command, "status") == 0) {
     if (socket_path != NULL)
-      return cmd_status (socket_path, json);
+      return watch ? cmd_status_watch (socket_path, json, interval)
+                   : cmd_status (socket_path, json);
     if (config_path == NULL || node_name == NULL) {
       fprintf (stderr, "replctl: give -s SOCKET, or -c CONFIG and -n NODE\n");
       usage (stderr, EXIT_FAILURE);
     }
     n = load_node (config_path, node_name, &cfg);
-    status = cmd_status (n->nc_control, json);
+    status = watch ? cmd_status_watch (n->nc_control, json, interval)
+                   : cmd_status (n->nc_control, json);
     config_free (&cfg);
     return status;
   }
@@ -437,6 +662,17 @@ main (int argc, char *argv[])
       status = cmd_create_md (config_path, &cfg, n, force, in_sync);
     else
       status = cmd_dump_md (config_path, n);
+    config_free (&cfg);
+    return status;
+  }
+  if (strcmp (command, "verify") == 0 || strcmp (command, "resync") == 0) {
+    char line[16];
+
+    snprintf (line, sizeof line, "%s\n", command);
+    if (socket_path != NULL)
+      return cmd_request (socket_path, line);
+    n = load_node (config_path, node_name, &cfg);
+    status = cmd_request (n->nc_control, line);
     config_free (&cfg);
     return status;
   }

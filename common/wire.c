@@ -56,6 +56,8 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_UUIDS] =        { "UUIDS", 0, WIRE_PAYLOAD_UUIDS, false },
   [REPL_MSG_BITMAP] =       { "BITMAP", 0, WIRE_PAYLOAD_WORDS, false },
   [REPL_MSG_BITMAP_DONE] =  { "BITMAP_DONE", 0, WIRE_PAYLOAD_NONE, false },
+  [REPL_MSG_VERIFY_REQ] =   { "VERIFY_REQ", 0, WIRE_PAYLOAD_NONE, true },
+  [REPL_MSG_VERIFY_REPLY] = { "VERIFY_REPLY", 0, WIRE_PAYLOAD_WORDS, true },
 };
 
 static const struct wire_type *
@@ -251,6 +253,7 @@ wire_check_range (const struct repl_hdr *h, uint64_t dev_size,
   case REPL_MSG_TRIM:
   case REPL_MSG_ZERO:
   case REPL_MSG_RESYNC_DATA:
+  case REPL_MSG_VERIFY_REQ:
     break;
   default:
     return 0;
@@ -269,7 +272,7 @@ wire_check_range (const struct repl_hdr *h, uint64_t dev_size,
                        " beyond the end of the volume (%" PRIu64 " bytes)",
                        name, h->offset, h->count, dev_size);
 
-  if (h->type == REPL_MSG_RESYNC_DATA) {
+  if (h->type == REPL_MSG_RESYNC_DATA || h->type == REPL_MSG_VERIFY_REQ) {
     assert (granularity > 0 && (granularity & (granularity - 1)) == 0);
     if ((h->offset & (granularity - 1)) != 0)
       return wire_error (err, errlen,

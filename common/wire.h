@@ -60,8 +60,14 @@ enum repl_msg_type {
                                  byte `offset` of the bitmap; length > 0,
                                  a multiple of 8 */
   REPL_MSG_BITMAP_DONE = 15,  /* the target's bitmap is all sent */
+  REPL_MSG_VERIFY_REQ = 16,   /* primary→secondary, sequenced: digest the
+                                 count bytes at offset (aligned like
+                                 RESYNC_DATA); no payload */
+  REPL_MSG_VERIFY_REPLY = 17, /* the answer, unsequenced, seq/offset/count
+                                 of the request; payload: 8 bytes of
+                                 digest per bitmap chunk */
 };
-#define REPL_MSG_TYPE_MAX 15
+#define REPL_MSG_TYPE_MAX 17
 
 #define REPL_FLAG_FUA       0x0001
 #define REPL_FLAG_MAY_TRIM  0x0002

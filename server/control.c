@@ -11,6 +11,14 @@
  * An answer starting with "error: " is a failure.  Everything is formatted
  * from a snapshot taken under each object's own lock, never across a
  * network wait.
+ *
+ * Locks: the snapshot takes n_lock, n_md_io_lock, n_al_lock and each
+ * peer's pr_lock one at a time, never two at once, so it cannot join a
+ * cycle with the engine's nestings (n_md_io_lock -> pr_lock in meta.c
+ * and generation.c, n_md_io_lock -> n_lock through node_role).
+ * n_md_io_lock is held by metadata writers across their fdatasync, so
+ * it is taken with a deadline: a stalled metadata disk shows up in the
+ * status as "busy" instead of hanging it.
  */
 #include <config.h>
 
@@ -20,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 
@@ -28,6 +37,13 @@
 #include "sockets.h"
 
 #define CONTROL_READ_TIMEOUT_MS 2000
+
+/* How long status waits for the metadata lock before it reports the
+ * metadata as busy. */
+#define CONTROL_MD_LOCK_TIMEOUT_MS 1000
+
+/* Width of the resync progress bar, between the brackets. */
+#define CONTROL_BAR_WIDTH 20
 
 struct peer_snapshot {
   const char *name;
@@ -44,7 +60,31 @@ struct peer_snapshot {
   uint64_t in_flight;
   uint64_t msgs_sent, bytes_sent, sends;
   uint64_t connected_for_ms;
+  uint64_t resync_elapsed_ns;   /* since the connection (every resync
+                                   starts when one is made) */
+  bool bitmap_pending;          /* sync source waiting for the target's
+                                   bitmap */
+  struct gen_uuids peer_uuids;  /* as the peer told us */
+  int decision;                 /* enum uuid_decision, or -1: none yet */
+  int md_slot;
+  bool verifying, verify_finished;
+  uint64_t verify_total, verify_done, verify_oos;
   char last_error[256];
+};
+
+/* What status shows of the node itself, and of its metadata. */
+struct node_snapshot {
+  enum repl_role role;
+  enum repl_disk_state disk;
+  bool md_open;                 /* has metadata (n_md_open) */
+  bool md_busy;                 /* n_md_io_lock not had in time: sb unknown */
+  struct md_super sb;           /* copy of n_md.md_super */
+  bool al_ready;
+  uint32_t al_active, al_slots;
+  uint64_t al_extent_size;
+  uint64_t al_seq;              /* last durable transaction */
+  bool al_failed;
+  uint64_t al_waits;
 };
 
 static void
@@ -73,8 +113,82 @@ snapshot_peer (struct peer *p, bool we_are_primary, struct peer_snapshot *s)
   s->sends = p->pr_sends;
   s->connected_for_ms = p->pr_state == CONN_CONNECTED
     ? (now_ns () - p->pr_connected_ns) / 1000000 : 0;
+  s->resync_elapsed_ns = p->pr_state == CONN_CONNECTED && p->pr_resyncing
+    ? now_ns () - p->pr_connected_ns : 0;
+  s->bitmap_pending = p->pr_bitmap_pending;
+  s->peer_uuids = p->pr_peer_uuids;
+  s->decision = s->ever_connected ? p->pr_decision : -1;
+  s->md_slot = p->pr_md_slot;
+  s->verifying = p->pr_verifying;
+  s->verify_finished = p->pr_verify_finished;
+  s->verify_total = p->pr_verify_total;
+  s->verify_done = p->pr_verify_done;
+  s->verify_oos = p->pr_verify_oos;
   snprintf (s->last_error, sizeof s->last_error, "%s", p->pr_last_error);
   pthread_mutex_unlock (&p->pr_lock);
+}
+
+/* The node's own state, each part under its own lock, one at a time. */
+static void
+snapshot_node (struct repl_node *node, struct node_snapshot *ns)
+{
+  struct timespec deadline;
+
+  memset (ns, 0, sizeof *ns);
+  pthread_mutex_lock (&node->n_lock);
+  ns->role = node->n_role;
+  ns->disk = node->n_disk;
+  pthread_mutex_unlock (&node->n_lock);
+
+  /* n_md_open, n_al_ready and n_md_path are set before the control
+   * thread starts and cleared after it has stopped. */
+  ns->md_open = node->n_md_open;
+  if (ns->md_open) {
+    clock_gettime (CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += CONTROL_MD_LOCK_TIMEOUT_MS / 1000;
+    deadline.tv_nsec += (CONTROL_MD_LOCK_TIMEOUT_MS % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+      deadline.tv_sec++;
+      deadline.tv_nsec -= 1000000000L;
+    }
+    if (pthread_mutex_clocklock (&node->n_md_io_lock, CLOCK_MONOTONIC,
+                                 &deadline) == 0) {
+      ns->sb = node->n_md.md_super;
+      pthread_mutex_unlock (&node->n_md_io_lock);
+    }
+    else
+      ns->md_busy = true;
+  }
+
+  ns->al_ready = node->n_al_ready;
+  if (ns->al_ready) {
+    pthread_mutex_lock (&node->n_al_lock);
+    ns->al_active = al_nactive (&node->n_al);
+    ns->al_slots = node->n_al.al_nslots;
+    ns->al_extent_size = UINT64_C (1) << node->n_al.al_shift;
+    ns->al_seq = node->n_al.al_seq_durable;
+    ns->al_failed = node->n_al.al_failed;
+    pthread_mutex_unlock (&node->n_al_lock);
+  }
+  ns->al_waits = atomic_load (&node->n_al_waits);
+}
+
+/* Whether the superblock copy can be shown. */
+static bool
+have_super (const struct node_snapshot *ns)
+{
+  return ns->md_open && !ns->md_busy;
+}
+
+/* The bitmap UUID we hold for the peer, if known. */
+static bool
+peer_bitmap_uuid (const struct node_snapshot *ns,
+                  const struct peer_snapshot *s, uint64_t *uuid)
+{
+  if (!have_super (ns) || s->md_slot < 0 || s->md_slot >= MD_MAX_PEER_SLOTS)
+    return false;
+  *uuid = ns->sb.ms_peers[s->md_slot].mp_bitmap_uuid;
+  return true;
 }
 
 /* DRBD's replication states: how data flows on this connection. */
@@ -85,6 +199,8 @@ replication_name (const struct peer_snapshot *s, bool we_are_primary)
     return "Off";
   if (s->resyncing)
     return we_are_primary ? "SyncSource" : "SyncTarget";
+  if (we_are_primary && s->bitmap_pending)
+    return "WFBitMapS";
   return "Established";
 }
 
@@ -108,6 +224,48 @@ resync_percent (const struct peer_snapshot *s)
     return 100;
   return (unsigned) (s->resync_done * 100 / s->resync_total);
 }
+
+/* Resync speed so far, in bytes per second (0: not resyncing or too
+ * early to say), and the seconds left at that speed (-1: unknown). */
+static uint64_t
+resync_rate (const struct peer_snapshot *s)
+{
+  if (!s->resyncing || s->resync_elapsed_ns < 1000000 || s->resync_done == 0)
+    return 0;
+  return (uint64_t) ((double) s->resync_done * 1e9 / s->resync_elapsed_ns);
+}
+
+static int64_t
+resync_eta (const struct peer_snapshot *s)
+{
+  uint64_t rate = resync_rate (s);
+
+  if (rate == 0 || s->resync_done > s->resync_total)
+    return -1;
+  return (int64_t) ((s->resync_total - s->resync_done + rate - 1) / rate);
+}
+
+/* Names of superblock flags (as replctl dump-md prints them) and of the
+ * flags in a peer's generation UUIDs. */
+struct flag_name {
+  uint32_t fn_flag;
+  const char *fn_name;
+};
+
+static const struct flag_name md_flag_names[] = {
+  { MD_FLAG_CONSISTENT, "consistent" },
+  { MD_FLAG_WAS_UPTODATE, "was-uptodate" },
+  { MD_FLAG_PRIMARY, "primary" },
+  { MD_FLAG_CRASHED_PRIMARY, "crashed-primary" },
+  { MD_FLAG_CLEAN, "clean" },
+};
+
+static const struct flag_name gu_flag_names[] = {
+  { GU_FLAG_CONSISTENT, "consistent" },
+  { GU_FLAG_CRASHED_PRIMARY, "crashed-primary" },
+  { GU_FLAG_PRIMARY, "primary" },
+};
+#define NFLAGS(t) (sizeof (t) / sizeof (t)[0])
 
 /* A growing string. */
 struct buf {
@@ -185,22 +343,240 @@ human_bytes (uint64_t n, char *out, size_t len)
     snprintf (out, len, "%.1f %s", v, units[u]);
 }
 
+/* A generation UUID as 16 hex digits (as in the log and dump-md). */
+static void
+buf_uuid (struct buf *b, uint64_t u, bool json)
+{
+  buf_printf (b, json ? "\"%016" PRIx64 "\"" : "%016" PRIx64, u);
+}
+
+/* Flag names: "a,b" (human, "none" when empty) or ["a","b"] (JSON). */
+static void
+buf_flags (struct buf *b, uint32_t flags,
+           const struct flag_name *names, size_t n, bool json)
+{
+  bool any = false;
+  size_t i;
+
+  if (json)
+    buf_printf (b, "[");
+  for (i = 0; i < n; i++)
+    if (flags & names[i].fn_flag) {
+      buf_printf (b, json ? "%s\"%s\"" : "%s%s", any ? "," : "",
+                  names[i].fn_name);
+      any = true;
+    }
+  if (json)
+    buf_printf (b, "]");
+  else if (!any)
+    buf_printf (b, "none");
+}
+
+/* Seconds as H:MM:SS. */
+static void
+buf_duration (struct buf *b, int64_t secs)
+{
+  buf_printf (b, "%" PRId64 ":%02d:%02d", secs / 3600,
+              (int) (secs / 60 % 60), (int) (secs % 60));
+}
+
+/* The human lines about the node's metadata and activity log. */
+static void
+human_node_meta (struct buf *b, struct repl_node *node,
+                 const struct node_snapshot *ns)
+{
+  char ext[32];
+
+  if (!ns->md_open)
+    return;
+  buf_printf (b, "  meta:%s last-stop:%s", node->n_md_path,
+              node->n_md_crashed ? "unclean" : "clean");
+  if (ns->md_busy)
+    buf_printf (b, " busy:yes (metadata I/O has taken more than %d ms; "
+                "is the metadata disk stalled?)\n  uuids unknown\n",
+                CONTROL_MD_LOCK_TIMEOUT_MS);
+  else {
+    buf_printf (b, " flags:");
+    buf_flags (b, ns->sb.ms_flags, md_flag_names, NFLAGS (md_flag_names),
+               false);
+    buf_printf (b, "\n  uuids current:");
+    buf_uuid (b, ns->sb.ms_current_uuid, false);
+    buf_printf (b, " history:");
+    buf_uuid (b, ns->sb.ms_history_uuid[0], false);
+    buf_printf (b, ",");
+    buf_uuid (b, ns->sb.ms_history_uuid[1], false);
+    buf_printf (b, "\n");
+  }
+  if (ns->al_ready) {
+    human_bytes (ns->al_extent_size, ext, sizeof ext);
+    buf_printf (b, "  activity-log extents:%" PRIu32 "/%" PRIu32 " of %s "
+                "seq:%" PRIu64 " waits:%" PRIu64 "%s\n", ns->al_active,
+                ns->al_slots, ext, ns->al_seq, ns->al_waits,
+                ns->al_failed ? " FAILED: the metadata cannot be written; "
+                "writes fail" : "");
+  }
+}
+
+/* The human lines about a peer's resync progress and generations. */
+static void
+human_peer_gen (struct buf *b, const struct node_snapshot *ns,
+                const struct peer_snapshot *s)
+{
+  const struct gen_uuids *u = &s->peer_uuids;
+  uint64_t bitmap_uuid;
+
+  if (s->state == CONN_CONNECTED && s->resyncing) {
+    unsigned width = s->resync_total
+      ? (unsigned) (s->resync_done * CONTROL_BAR_WIDTH / s->resync_total)
+      : CONTROL_BAR_WIDTH;
+    uint64_t rate = resync_rate (s);
+    int64_t eta = resync_eta (s);
+    unsigned i;
+
+    if (width > CONTROL_BAR_WIDTH)
+      width = CONTROL_BAR_WIDTH;
+    buf_printf (b, "    [");
+    for (i = 0; i < CONTROL_BAR_WIDTH; i++)
+      buf_printf (b, "%c", i < width ? '=' : i == width ? '>' : '.');
+    buf_printf (b, "] %.1f%%", s->resync_total
+                ? s->resync_done * 100.0 / s->resync_total : 100.0);
+    if (rate > 0)
+      buf_printf (b, " rate:%.1f MiB/s", rate / 1048576.0);
+    else
+      buf_printf (b, " rate:?");
+    buf_printf (b, " eta:");
+    if (eta >= 0)
+      buf_duration (b, eta);
+    else
+      buf_printf (b, "?");
+    buf_printf (b, "\n");
+  }
+
+  if (s->verifying || s->verify_total > 0)
+    buf_printf (b, "    verify:%s %" PRIu64 "%% found-out-of-sync:%" PRIu64
+                "\n", s->verifying ? "running" :
+                s->verify_finished ? "finished" : "interrupted",
+                s->verify_total ? s->verify_done * 100 / s->verify_total : 0,
+                s->verify_oos);
+  buf_printf (b, "    decision:%s bitmap-uuid:",
+              s->decision >= 0 ? uuid_decision_name (s->decision) : "none");
+  if (peer_bitmap_uuid (ns, s, &bitmap_uuid))
+    buf_uuid (b, bitmap_uuid, false);
+  else
+    buf_printf (b, "unknown");
+  buf_printf (b, "\n");
+  if (s->ever_connected) {
+    buf_printf (b, "    peer-uuids current:");
+    buf_uuid (b, u->gu_current, false);
+    buf_printf (b, " bitmap:");
+    buf_uuid (b, u->gu_bitmap, false);
+    buf_printf (b, " history:");
+    buf_uuid (b, u->gu_history[0], false);
+    buf_printf (b, ",");
+    buf_uuid (b, u->gu_history[1], false);
+    buf_printf (b, " flags:");
+    buf_flags (b, u->gu_flags, gu_flag_names, NFLAGS (gu_flag_names), false);
+    buf_printf (b, "\n");
+  }
+}
+
+/* The JSON keys about the node's metadata and activity log, each
+ * preceded by a comma. */
+static void
+json_node_meta (struct buf *b, struct repl_node *node,
+                const struct node_snapshot *ns)
+{
+  buf_printf (b, ",\"meta_path\":");
+  if (ns->md_open)
+    buf_json_string (b, node->n_md_path);
+  else
+    buf_printf (b, "null");
+  buf_printf (b, ",\"meta_busy\":%s,\"last_stop\":\"%s\"",
+              ns->md_busy ? "true" : "false",
+              node->n_md_crashed ? "unclean" : "clean");
+  if (have_super (ns)) {
+    buf_printf (b, ",\"meta_flags\":");
+    buf_flags (b, ns->sb.ms_flags, md_flag_names, NFLAGS (md_flag_names),
+               true);
+    buf_printf (b, ",\"current_uuid\":");
+    buf_uuid (b, ns->sb.ms_current_uuid, true);
+    buf_printf (b, ",\"history_uuids\":[");
+    buf_uuid (b, ns->sb.ms_history_uuid[0], true);
+    buf_printf (b, ",");
+    buf_uuid (b, ns->sb.ms_history_uuid[1], true);
+    buf_printf (b, "]");
+  }
+  else
+    buf_printf (b, ",\"meta_flags\":null,\"current_uuid\":null,"
+                "\"history_uuids\":null");
+  buf_printf (b, ",\"al_active_extents\":%" PRIu32 ",\"al_extents\":%"
+              PRIu32 ",\"al_extent_size\":%" PRIu64 ",\"al_seq\":%" PRIu64
+              ",\"al_waits\":%" PRIu64 ",\"al_failed\":%s",
+              ns->al_active, ns->al_slots, ns->al_extent_size, ns->al_seq,
+              ns->al_waits, ns->al_failed ? "true" : "false");
+}
+
+/* The JSON keys about a peer's generations and resync speed, each
+ * preceded by a comma. */
+static void
+json_peer_gen (struct buf *b, const struct node_snapshot *ns,
+               const struct peer_snapshot *s)
+{
+  const struct gen_uuids *u = &s->peer_uuids;
+  int64_t eta = resync_eta (s);
+  uint64_t bitmap_uuid;
+
+  buf_printf (b, ",\"bitmap_uuid\":");
+  if (peer_bitmap_uuid (ns, s, &bitmap_uuid))
+    buf_uuid (b, bitmap_uuid, true);
+  else
+    buf_printf (b, "null");
+  buf_printf (b, ",\"peer_uuids\":");
+  if (s->ever_connected) {
+    buf_printf (b, "{\"current\":");
+    buf_uuid (b, u->gu_current, true);
+    buf_printf (b, ",\"bitmap\":");
+    buf_uuid (b, u->gu_bitmap, true);
+    buf_printf (b, ",\"history\":[");
+    buf_uuid (b, u->gu_history[0], true);
+    buf_printf (b, ",");
+    buf_uuid (b, u->gu_history[1], true);
+    buf_printf (b, "],\"flags\":");
+    buf_flags (b, u->gu_flags, gu_flag_names, NFLAGS (gu_flag_names), true);
+    buf_printf (b, "}");
+  }
+  else
+    buf_printf (b, "null");
+  buf_printf (b, ",\"sync_decision\":");
+  if (s->decision >= 0)
+    buf_printf (b, "\"%s\"", uuid_decision_name (s->decision));
+  else
+    buf_printf (b, "null");
+  buf_printf (b, ",\"resync_rate_bytes_per_s\":%" PRIu64
+              ",\"resync_eta_s\":", resync_rate (s));
+  if (eta >= 0)
+    buf_printf (b, "%" PRId64, eta);
+  else
+    buf_printf (b, "null");
+  buf_printf (b, ",\"verify\":{\"state\":\"%s\",\"total_bytes\":%" PRIu64
+              ",\"done_bytes\":%" PRIu64 ",\"out_of_sync_bytes\":%" PRIu64
+              "}", s->verifying ? "running" : s->verify_total == 0 ? "none" :
+              s->verify_finished ? "finished" : "interrupted",
+              s->verify_total, s->verify_done, s->verify_oos);
+}
+
 char *
 control_status (struct repl_node *node, bool json)
 {
   struct peer_snapshot snaps[REPL_MAX_NODES];
+  struct node_snapshot ns;
   struct buf b = { 0 };
-  enum repl_role role;
-  enum repl_disk_state disk;
   bool primary;
   size_t i;
   uint64_t in_flight = atomic_load (&node->n_requests_in_flight);
 
-  pthread_mutex_lock (&node->n_lock);
-  role = node->n_role;
-  disk = node->n_disk;
-  pthread_mutex_unlock (&node->n_lock);
-  primary = role == REPL_ROLE_PRIMARY;
+  snapshot_node (node, &ns);
+  primary = ns.role == REPL_ROLE_PRIMARY;
   for (i = 0; i < node->n_npeers; i++)
     snapshot_peer (node->n_peers[i], primary, &snaps[i]);
 
@@ -213,13 +589,16 @@ control_status (struct repl_node *node, bool json)
                 "\"size\":%" PRIu64 ",\"protocol\":\"%c\","
                 "\"in_flight\":%" PRIu64 ",\"writes\":%" PRIu64
                 ",\"write_bytes\":%" PRIu64 ",\"reads\":%" PRIu64
-                ",\"read_bytes\":%" PRIu64 ",\"peers\":[",
-                node->n_self->nc_id, role_name (role), disk_state_name (disk),
+                ",\"read_bytes\":%" PRIu64,
+                node->n_self->nc_id, role_name (ns.role),
+                disk_state_name (ns.disk),
                 node->n_vol.vol_size, node->n_cfg.cf_protocol, in_flight,
                 (uint64_t) atomic_load (&node->n_writes),
                 (uint64_t) atomic_load (&node->n_write_bytes),
                 (uint64_t) atomic_load (&node->n_reads),
                 (uint64_t) atomic_load (&node->n_read_bytes));
+    json_node_meta (&b, node, &ns);
+    buf_printf (&b, ",\"peers\":[");
     for (i = 0; i < node->n_npeers; i++) {
       const struct peer_snapshot *s = &snaps[i];
       buf_printf (&b, "%s{\"name\":", i > 0 ? "," : "");
@@ -243,6 +622,7 @@ control_status (struct repl_node *node, bool json)
                   s->in_flight, s->msgs_sent, s->bytes_sent, s->sends,
                   s->connected_for_ms);
       buf_json_string (&b, s->last_error);
+      json_peer_gen (&b, &ns, s);
       buf_printf (&b, "}");
     }
     buf_printf (&b, "]}\n");
@@ -254,8 +634,9 @@ control_status (struct repl_node *node, bool json)
     buf_printf (&b, "%s node:%s role:%s disk:%s size:%s protocol:%c "
                 "in-flight:%" PRIu64 "\n",
                 node->n_cfg.cf_resource, node->n_self->nc_name,
-                role_name (role), disk_state_name (disk), size,
+                role_name (ns.role), disk_state_name (ns.disk), size,
                 node->n_cfg.cf_protocol, in_flight);
+    human_node_meta (&b, node, &ns);
     for (i = 0; i < node->n_npeers; i++) {
       const struct peer_snapshot *s = &snaps[i];
       char oos[32], done[32], total[32];
@@ -278,6 +659,7 @@ control_status (struct repl_node *node, bool json)
                     done, total);
       }
       buf_printf (&b, "\n");
+      human_peer_gen (&b, &ns, s);
       if (s->state != CONN_CONNECTED && s->last_error[0])
         buf_printf (&b, "    last-error: %s\n", s->last_error);
     }
@@ -319,6 +701,18 @@ serve (struct repl_node *node, int fd)
     answer = control_status (node, false);
   else if (strcmp (cmd, "status --json") == 0)
     answer = control_status (node, true);
+  else if (strcmp (cmd, "verify") == 0 || strcmp (cmd, "resync") == 0) {
+    char err[256], msg[600];
+    int n = cmd[0] == 'v' ? engine_verify (node, err, sizeof err)
+                          : engine_resync (node, err, sizeof err);
+
+    if (n == -1)
+      snprintf (msg, sizeof msg, "error: %.20s: %.256s\n", cmd, err);
+    else
+      snprintf (msg, sizeof msg, "%.20s started towards %d peer(s)\n", cmd, n);
+    sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
+    return;
+  }
   else {
     char msg[320];
     snprintf (msg, sizeof msg, "error: unknown command '%.200s'\n", cmd);

@@ -185,6 +185,15 @@ struct peer {
   uint64_t pr_resync_total;
   uint64_t pr_resync_done;
 
+  /* Online verify (verify.c). */
+  bool pr_verify_wanted;        /* kick the resync thread to verify */
+  bool pr_verifying;
+  bool pr_verify_finished;      /* the last verify ran to the end */
+  uint64_t pr_verify_total, pr_verify_done;
+  uint64_t pr_verify_oos;       /* bytes found out of sync */
+  uint8_t *pr_verify_digests;   /* our digests per request slot */
+  uint64_t pr_verify_slot_offset[8];
+
   /* The receiver's ACK or NACK: unsequenced, and its memory must outlive
    * the receiver's frame if the connection fails while it is queued. */
   struct out_msg pr_ack_msg;
@@ -276,6 +285,16 @@ extern void sync_on_connect (struct peer *p, uint64_t gen,
 extern void sync_on_lost (struct peer *p);
 extern int sync_handle (struct peer *p, uint64_t gen,
                         const struct repl_hdr *h, const uint8_t *payload);
+
+/* verify.c */
+extern void verify_run (struct peer *p, uint64_t gen);
+extern int verify_handle_reply (struct peer *p, uint64_t gen,
+                                const struct repl_hdr *h,
+                                const uint8_t *payload);
+extern int verify_handle_request (struct peer *p, uint64_t gen,
+                                  const struct repl_hdr *h);
+extern int engine_verify (struct repl_node *node, char *err, size_t errlen);
+extern int engine_resync (struct repl_node *node, char *err, size_t errlen);
 
 /* resync.c */
 extern void *resync_thread (void *arg);

@@ -90,6 +90,7 @@ is_data (unsigned type)
   case REPL_MSG_WRITE: case REPL_MSG_TRIM: case REPL_MSG_ZERO:
   case REPL_MSG_FLUSH: case REPL_MSG_RESYNC_START:
   case REPL_MSG_RESYNC_DATA: case REPL_MSG_RESYNC_DONE:
+  case REPL_MSG_VERIFY_REQ:
     return true;
   default:
     return false;
@@ -173,6 +174,8 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     break;
   case REPL_MSG_FLUSH:
     break;
+  case REPL_MSG_VERIFY_REQ:
+    return verify_handle_request (p, gen, h);
   case REPL_MSG_RESYNC_START:
     pthread_mutex_lock (&p->pr_lock);
     p->pr_resync_total = h->offset;
@@ -371,7 +374,8 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
     for (pos = 0; len - pos >= REPL_HDR_SIZE; pos += REPL_HDR_SIZE + h.length) {
       if (wire_decode_hdr (buf + pos, &h, err, sizeof err) == -1 ||
           len - pos - REPL_HDR_SIZE < h.length || !is_data (h.type) ||
-          needs_durable (&h) || h.seq != p->pr_expect_seq + (received))
+          needs_durable (&h) || h.type == REPL_MSG_VERIFY_REQ ||
+          h.seq != p->pr_expect_seq + (received))
         break;
       received++;
     }
@@ -425,6 +429,10 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
       switch (h.type) {
       case REPL_MSG_PING:
       case REPL_MSG_PONG:
+        break;
+      case REPL_MSG_VERIFY_REPLY:
+        if (verify_handle_reply (p, gen, &h, buf + pos + REPL_HDR_SIZE) == -1)
+          return -1;
         break;
       case REPL_MSG_UUIDS:
       case REPL_MSG_BITMAP:

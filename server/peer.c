@@ -102,6 +102,7 @@ peer_free (struct peer *p)
     close (p->pr_incoming_fd);
   bitmap_free (&p->pr_bitmap);
   free (p->pr_ring);
+  free (p->pr_verify_digests);
   for (unsigned i = 0; i < RESYNC_SLOTS; i++)
     free (p->pr_resync_bufs[i]);
   pthread_cond_destroy (&p->pr_cond);

@@ -285,12 +285,19 @@ resync_thread (void *arg)
 
     pthread_mutex_lock (&p->pr_lock);
     while (!p->pr_stopping &&
-           !(p->pr_resync_wanted && p->pr_state == CONN_CONNECTED &&
-             !p->pr_bitmap_pending))
+           !((p->pr_resync_wanted || p->pr_verify_wanted) &&
+             p->pr_state == CONN_CONNECTED && !p->pr_bitmap_pending))
       pthread_cond_wait (&p->pr_resync_cond, &p->pr_lock);
     if (p->pr_stopping) {
       pthread_mutex_unlock (&p->pr_lock);
       break;
+    }
+    if (p->pr_verify_wanted && !p->pr_resync_wanted) {
+      p->pr_verify_wanted = false;
+      gen = p->pr_gen;
+      pthread_mutex_unlock (&p->pr_lock);
+      verify_run (p, gen);
+      continue;
     }
     p->pr_resync_wanted = false;
     gen = p->pr_gen;

@@ -41,6 +41,8 @@ static const struct expect expect[] = {
   { REPL_MSG_UUIDS, "UUIDS", 0, 3, 0 },
   { REPL_MSG_BITMAP, "BITMAP", 0, 4, 0 },
   { REPL_MSG_BITMAP_DONE, "BITMAP_DONE", 0, 0, 0 },
+  { REPL_MSG_VERIFY_REQ, "VERIFY_REQ", 0, 0, 1 },
+  { REPL_MSG_VERIFY_REPLY, "VERIFY_REPLY", 0, 4, 1 },
 };
 #define NR_EXPECT (sizeof expect / sizeof expect[0])
 
@@ -238,9 +240,9 @@ START_TEST (test_hdr_bad_flags)
       n++;
     }
   }
-  /* 15 types * 16 bits, less the 6 allowed (FUA x3, MAY_TRIM x1,
+  /* 17 types * 16 bits, less the 6 allowed (FUA x3, MAY_TRIM x1,
    * RECEIVED x1, ZEROES x1). */
-  ck_assert_int_eq (n, 15 * 16 - 6);
+  ck_assert_int_eq (n, 17 * 16 - 6);
 
   /* RESYNC_DATA with ZEROES: count bytes of zeroes, no payload. */
   {
@@ -347,11 +349,16 @@ START_TEST (test_hdr_length_count)
     case 4:
       valid_hdr (e, &h);
       h.length = 0;
-      expect_reject (&h, "BITMAP: length 0 is not a positive multiple of 8");
+      snprintf (msg, sizeof msg,
+                "%s: length 0 is not a positive multiple of 8", e->name);
+      expect_reject (&h, msg);
       h.length = 4095;
-      expect_reject (&h, "BITMAP: length 4095 is not a positive multiple of 8");
+      snprintf (msg, sizeof msg,
+                "%s: length 4095 is not a positive multiple of 8", e->name);
+      expect_reject (&h, msg);
       h.length = REPL_MAX_PAYLOAD + 8;
-      expect_reject (&h, "BITMAP: length 4194312 > maximum");
+      snprintf (msg, sizeof msg, "%s: length 4194312 > maximum", e->name);
+      expect_reject (&h, msg);
       break;
     default:
       abort ();
