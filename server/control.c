@@ -60,8 +60,7 @@ struct peer_snapshot {
   uint64_t in_flight;
   uint64_t msgs_sent, bytes_sent, sends;
   uint64_t connected_for_ms;
-  uint64_t resync_elapsed_ns;   /* since the connection (every resync
-                                   starts when one is made) */
+  uint64_t resync_elapsed_ns;   /* since the resync started */
   bool bitmap_pending;          /* sync source waiting for the target's
                                    bitmap */
   struct gen_uuids peer_uuids;  /* as the peer told us */
@@ -114,7 +113,7 @@ snapshot_peer (struct peer *p, bool we_are_primary, struct peer_snapshot *s)
   s->connected_for_ms = p->pr_state == CONN_CONNECTED
     ? (now_ns () - p->pr_connected_ns) / 1000000 : 0;
   s->resync_elapsed_ns = p->pr_state == CONN_CONNECTED && p->pr_resyncing
-    ? now_ns () - p->pr_connected_ns : 0;
+    ? now_ns () - p->pr_resync_start_ns : 0;
   s->bitmap_pending = p->pr_bitmap_pending;
   s->peer_uuids = p->pr_peer_uuids;
   s->decision = s->ever_connected ? p->pr_decision : -1;

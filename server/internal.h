@@ -182,6 +182,7 @@ struct peer {
   pthread_cond_t pr_resync_cond; /* the resync thread waits here, not on
                                    pr_cond, which every send broadcasts */
   bool pr_resyncing;
+  uint64_t pr_resync_start_ns;  /* when the current resync started */
   uint64_t pr_resync_total;
   uint64_t pr_resync_done;
 
@@ -283,6 +284,7 @@ extern void peer_wait_own_ack (struct peer *p, struct peer_ticket *t);
 extern void sync_on_connect (struct peer *p, uint64_t gen,
                              const struct repl_hello *h);
 extern void sync_on_lost (struct peer *p);
+extern void sync_send_uuids (struct peer *p);
 extern int sync_handle (struct peer *p, uint64_t gen,
                         const struct repl_hdr *h, const uint8_t *payload);
 

@@ -181,6 +181,7 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     p->pr_resync_total = h->offset;
     p->pr_resync_done = 0;
     p->pr_resyncing = h->offset > 0;
+    p->pr_resync_start_ns = now_ns ();
     pthread_mutex_unlock (&p->pr_lock);
     if (h->offset > 0) {
       /* Not Consistent until the end (an interrupted resync leaves a
@@ -203,6 +204,7 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     pthread_mutex_unlock (&p->pr_lock);
     if (meta_write_peer_bitmap (node, p) == -1)
       return -2;
+    sync_send_uuids (p);        /* the source learns our new generation */
     pthread_mutex_lock (&p->pr_lock);
     p->pr_resyncing = false;
     pthread_mutex_unlock (&p->pr_lock);

@@ -53,8 +53,8 @@ send_bitmap (struct peer *p, uint64_t gen)
 }
 
 /* Tell a connected peer our generation UUIDs (after they changed). */
-static void
-send_uuids (struct peer *p)
+void
+sync_send_uuids (struct peer *p)
 {
   struct repl_node *node = p->pr_node;
   uint8_t buf[REPL_UUIDS_SIZE];
@@ -147,7 +147,7 @@ sync_on_lost (struct peer *p)
     return;
   for (i = 0; i < node->n_npeers; i++)
     if (node->n_peers[i] != p)
-      send_uuids (node->n_peers[i]);
+      sync_send_uuids (node->n_peers[i]);
 }
 
 /* A generation message from the peer.  Returns 0, or -1 once the

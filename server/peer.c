@@ -87,6 +87,7 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
   p->pr_state = CONN_CONNECTING;
   p->pr_fd = -1;
   p->pr_incoming_fd = -1;
+  p->pr_decision = -1;
   p->pr_qtail = &p->pr_qhead;
   p->pr_ack_msg.om_done = true;
   return p;
@@ -456,6 +457,7 @@ peer_thread (void *arg)
       .gu_flags = hello.uuids.flags,
     };
     p->pr_bitmap_pending = false;
+    p->pr_decision = -1;
     pthread_cond_broadcast (&p->pr_cond);
     pthread_mutex_unlock (&p->pr_lock);
 

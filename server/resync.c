@@ -228,6 +228,7 @@ resync (struct peer *p, uint64_t gen, struct resync_slot *slots)
   pthread_mutex_lock (&p->pr_lock);
   total = bitmap_dirty_bytes (&p->pr_bitmap);
   p->pr_resyncing = true;
+  p->pr_resync_start_ns = now_ns ();
   p->pr_resync_total = total;
   p->pr_resync_done = 0;
   if (total > 0)
