@@ -68,7 +68,7 @@ struct peer_snapshot {
   int md_slot;
   bool verifying, verify_finished;
   uint64_t verify_total, verify_done, verify_oos;
-  char last_error[256];
+  char last_error[512];
 };
 
 /* What status shows of the node itself, and of its metadata. */

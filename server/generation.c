@@ -274,38 +274,45 @@ gen_force_primary (struct repl_node *node)
   return r;
 }
 
-/* The primary lost peer `lost`: from now on it writes a generation the
- * peer does not have.  If the peer's bitmap does not count from an
- * older generation already, start a new current UUID, and let every
- * other away peer's bitmap count from the old one.  Returns the new
- * current UUID (for the connected peers to adopt), or 0 if none was
- * made.  Done at once rather than at the first write, so that no write
- * can slip in with the peer's bitmap UUID still 0. */
+/* The primary lost peer `lost` (NULL: it starts with every peer away):
+ * from now on it writes a generation the peer does not have.  If the
+ * peer's bitmap does not count from an older generation already, start
+ * a new current UUID, and let every other away peer's bitmap count from
+ * the old one.  Returns the new current UUID (for the connected peers to
+ * adopt), or 0 if none was made.  Done at once rather than at the first
+ * write, so that no write can slip in with an away peer's bitmap UUID
+ * still 0 (which would hide a split brain). */
 uint64_t
 gen_peer_lost (struct repl_node *node, struct peer *lost)
 {
   struct md_super sb;
   struct gen_uuids u;
   uint64_t old, fresh;
+  struct peer *first = lost;
   size_t i;
   int r;
 
   pthread_mutex_lock (&node->n_md_io_lock);
   sb = node->n_md.md_super;
-  if (sb.ms_peers[lost->pr_md_slot].mp_bitmap_uuid != 0 ||
+  if (first == NULL)
+    for (i = 0; i < node->n_npeers && first == NULL; i++)
+      if (sb.ms_peers[node->n_peers[i]->pr_md_slot].mp_bitmap_uuid == 0)
+        first = node->n_peers[i];
+  if (first == NULL ||
+      sb.ms_peers[first->pr_md_slot].mp_bitmap_uuid != 0 ||
       uuid_generate (&fresh) == -1) {
     pthread_mutex_unlock (&node->n_md_io_lock);
     return 0;
   }
-  view_locked (node, lost, &u);
+  view_locked (node, first, &u);
   old = u.gu_current;
   uuid_new_current (&u, fresh);
-  apply_view (&sb, lost, &u);
+  apply_view (&sb, first, &u);
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *q = node->n_peers[i];
     bool away;
 
-    if (q == lost)
+    if (q == first)
       continue;
     pthread_mutex_lock (&q->pr_lock);
     away = q->pr_state != CONN_CONNECTED;
@@ -318,8 +325,13 @@ gen_peer_lost (struct repl_node *node, struct peer *lost)
   pthread_mutex_unlock (&node->n_md_io_lock);
   if (r == -1)
     return 0;
-  log_info ("peer %s: lost; new current UUID %016" PRIx64 " (the peer's "
-            "bitmap counts from %016" PRIx64 ")", lost->pr_cfg->nc_name,
-            fresh, old);
+  if (lost)
+    log_info ("peer %s: lost; new current UUID %016" PRIx64 " (the peer's "
+              "bitmap counts from %016" PRIx64 ")", lost->pr_cfg->nc_name,
+              fresh, old);
+  else
+    log_info ("node %s: Primary with its peers away: new current UUID %016"
+              PRIx64 " (their bitmaps count from %016" PRIx64 ")",
+              node->n_self->nc_name, fresh, old);
   return fresh;
 }

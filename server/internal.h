@@ -30,6 +30,12 @@
 #define RESYNC_SLOTS 8
 #define RESYNC_MAX_BYTES (256u << 10)
 
+/* During a resync both sides write the bitmap pages of what is done at
+ * least this often, so an interrupted resync resumes close to where it
+ * stopped. */
+#define RESYNC_PERSIST_NS    (1000 * 1000 * 1000)
+#define RESYNC_PERSIST_BYTES (64u << 20)
+
 /* ---- waiter.c ------------------------------------------------------- */
 
 /* Something a thread waits for: `pending` events, each completed once by
@@ -183,6 +189,8 @@ struct peer {
                                    pr_cond, which every send broadcasts */
   bool pr_resyncing;
   uint64_t pr_resync_start_ns;  /* when the current resync started */
+  uint64_t pr_bitmap_persist_ns; /* sync target: bitmap last written */
+  uint64_t pr_bitmap_persist_from; /* ... up to this offset */
   uint64_t pr_resync_total;
   uint64_t pr_resync_done;
 
@@ -219,7 +227,7 @@ struct peer {
 
   _Atomic uint64_t pr_last_recv_ns;
   uint64_t pr_connected_ns;
-  char pr_last_error[256];
+  char pr_last_error[512];
 
   /* Counters for status. */
   uint64_t pr_msgs_sent;
@@ -358,6 +366,9 @@ extern void meta_close (struct repl_node *node);
 extern int meta_set_flags (struct repl_node *node, uint32_t set,
                            uint32_t clear);
 extern int meta_write_peer_bitmap (struct repl_node *node, struct peer *p);
+extern int meta_write_peer_bitmap_range (struct repl_node *node,
+                                         struct peer *p, uint64_t offset,
+                                         uint64_t len);
 extern int meta_write_super_locked (struct repl_node *node,
                                     const struct md_super *sb);
 

@@ -380,6 +380,33 @@ meta_close (struct repl_node *node)
   node->n_md_path = NULL;
 }
 
+/* Write the bitmap pages of one peer that cover [offset, offset+len)
+ * (during a resync, so that its progress survives a crash). */
+int
+meta_write_peer_bitmap_range (struct repl_node *node, struct peer *p,
+                              uint64_t offset, uint64_t len)
+{
+  uint64_t first, count;
+  char err[256];
+  int r = 0;
+
+  pthread_mutex_lock (&node->n_md_io_lock);
+  md_bitmap_pages (&node->n_md, offset, len, &first, &count);
+  if (count == 0) {
+    pthread_mutex_unlock (&node->n_md_io_lock);
+    return 0;
+  }
+  copy_pages (p, &node->n_md_scratch, first, count);
+  if (md_write_bitmap (&node->n_md, p->pr_md_slot, &node->n_md_scratch,
+                       first, count, err, sizeof err) == -1) {
+    log_error ("metadata %s: bitmap of peer %s: %s", node->n_md_path,
+               p->pr_cfg->nc_name, err);
+    r = -1;
+  }
+  pthread_mutex_unlock (&node->n_md_io_lock);
+  return r;
+}
+
 /* Write one peer's whole bitmap (after a resync, so that a crash does
  * not bring back what was just sent). */
 int

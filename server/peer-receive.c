@@ -182,6 +182,8 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     p->pr_resync_done = 0;
     p->pr_resyncing = h->offset > 0;
     p->pr_resync_start_ns = now_ns ();
+    p->pr_bitmap_persist_ns = p->pr_resync_start_ns;
+    p->pr_bitmap_persist_from = 0;
     pthread_mutex_unlock (&p->pr_lock);
     if (h->offset > 0) {
       /* Not Consistent until the end (an interrupted resync leaves a
@@ -220,9 +222,29 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
   if (r == 0 && needs_durable (h))
     r = volume_flush (vol);
   if (r == 0 && h->type == REPL_MSG_RESYNC_DATA) {
+    bool persist;
+    uint64_t now = now_ns ();
+
+    /* We lack these chunks no longer; written out now and then, so that
+     * a resync interrupted by our crash resumes instead of restarting. */
+    uint64_t from = 0, end = h->offset + h->count;
+
     pthread_mutex_lock (&p->pr_lock);
     p->pr_resync_done += h->count;
+    bitmap_clear_range (&p->pr_bitmap, h->offset, h->count);
+    if (p->pr_bitmap_persist_from > h->offset)  /* a new pass */
+      p->pr_bitmap_persist_from = h->offset;
+    persist = now - p->pr_bitmap_persist_ns >= RESYNC_PERSIST_NS ||
+              end - p->pr_bitmap_persist_from >= RESYNC_PERSIST_BYTES;
+    if (persist) {
+      from = p->pr_bitmap_persist_from;
+      p->pr_bitmap_persist_ns = now;
+      p->pr_bitmap_persist_from = end;
+    }
     pthread_mutex_unlock (&p->pr_lock);
+    if (persist &&
+        meta_write_peer_bitmap_range (node, p, from, end - from) == -1)
+      r = -1;
   }
   return r == -1 ? -2 : 0;
 }

@@ -18,9 +18,10 @@
  * and no payload.  The rate is either fixed (resync-rate) or, with
  * c-min-rate/c-max-rate, c-min-rate while the application does I/O and
  * c-max-rate otherwise (DRBD's dynamic controller, simplified); without
- * either it is unthrottled.  The peer's bitmap is written to the
- * metadata every second, so that a resync interrupted by a crash of
- * this node resumes where it was instead of starting again.
+ * either it is unthrottled.  Both sides write the bitmap pages of what
+ * is done every second or 64 MiB (the target clears its own bitmap for
+ * the source as data arrives), so that a resync interrupted by a crash
+ * of either resumes near where it was instead of starting again.
  */
 #include <config.h>
 
@@ -70,7 +71,6 @@ send_control (struct peer *p, uint64_t gen, enum repl_msg_type type,
 }
 
 #define PACE_SLICE_NS   (100 * 1000 * 1000)  /* longest sleep between checks */
-#define PERSIST_NS      (1000 * 1000 * 1000) /* bitmap to disk this often */
 
 static bool
 all_zero (const void *buf, size_t len)
@@ -154,7 +154,7 @@ resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
   const uint32_t granularity = p->pr_bitmap.bm_granularity;
   const uint64_t max_bits = RESYNC_MAX_BYTES / granularity;
   struct pace pc = { .pc_io_check_ns = 0 };
-  uint64_t bit = 0, persisted_ns = now_ns ();
+  uint64_t bit = 0, persisted_ns = now_ns (), persisted_to = 0;
   unsigned i = 0;
   int ret = 0;
 
@@ -193,9 +193,15 @@ resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
       ret = -1;
       break;
     }
-    if (now_ns () - persisted_ns >= PERSIST_NS) {
-      meta_write_peer_bitmap (node, p);
+    /* Acknowledged chunks before `offset` are clear in memory; their
+     * pages go to disk now and then (those still in flight stay set,
+     * which is safe). */
+    if (now_ns () - persisted_ns >= RESYNC_PERSIST_NS ||
+        offset - persisted_to >= RESYNC_PERSIST_BYTES) {
+      meta_write_peer_bitmap_range (node, p, persisted_to,
+                                    offset - persisted_to);
       persisted_ns = now_ns ();
+      persisted_to = offset;
     }
 
     ilock_acquire (&node->n_ilock, &range, offset, len);
