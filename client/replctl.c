@@ -383,27 +383,53 @@ open_disk (const char *config_path, const struct repl_node_cfg *n,
   return -1;
 }
 
-/* Where a node's metadata lives: in a file next to its disk, named after
- * the disk with ".meta" appended (/srv/r0.img -> /srv/r0.img.meta).
- * That default is for a disk that is a regular file; a block device has
- * no such place beside it, so it is refused.  Returns a new string, or
- * NULL after printing why. */
+/* The geometry new metadata gets, as the node itself would make it. */
+static void
+config_geometry (const struct repl_config *cfg, struct md_geometry *g)
+{
+  g->mg_granularity = cfg->cf_bitmap_granularity;
+  g->mg_al_extent_size = cfg->cf_al_extent_size;
+  g->mg_al_extents = cfg->cf_al_extents;
+}
+
+/* Where a node's metadata lives, as the node finds it: `meta: PATH`,
+ * by default the disk's path + ".meta" (only for a disk that is a regular
+ * file), or `meta: internal` at the end of the disk (*base, and *size
+ * becomes the volume in front of it).  Returns a new string, or NULL
+ * after printing why. */
 static char *
-md_path_for_node (const char *config_path, const struct repl_node_cfg *n,
-                  bool disk_is_block)
+md_path_for_node (const char *config_path, const struct repl_config *cfg,
+                  const struct repl_node_cfg *n, bool disk_is_block,
+                  uint64_t *size, uint64_t *base)
 {
   char *path;
 
-  if (disk_is_block) {
-    fprintf (stderr, "replctl: %s: node %s: disk %s is a block device; "
-             "metadata in a file beside the disk is only for disks that "
-             "are regular files\n", config_path, n->nc_name, n->nc_disk);
-    return NULL;
+  *base = 0;
+  if (n->nc_meta_internal) {
+    struct md_params p;
+    char err[256];
+
+    md_params_init (&p, n->nc_id, *size);
+    config_geometry (cfg, &p.pa_geom);
+    if (md_internal_place (*size, &p.pa_geom, base, err, sizeof err) == -1) {
+      fprintf (stderr, "replctl: %s: node %s: disk %s: meta: internal: "
+               "%s\n", config_path, n->nc_name, n->nc_disk, err);
+      return NULL;
+    }
+    *size = p.pa_geom.mg_size;
+    path = strdup (n->nc_disk);
   }
-  if (asprintf (&path, "%s.meta", n->nc_disk) == -1) {
-    perror ("asprintf");
-    return NULL;
+  else {
+    if (disk_is_block && n->nc_meta_default) {
+      fprintf (stderr, "replctl: %s: node %s: disk %s is a block device: "
+               "say where its metadata goes (meta: PATH, or meta: "
+               "internal)\n", config_path, n->nc_name, n->nc_disk);
+      return NULL;
+    }
+    path = strdup (n->nc_meta);
   }
+  if (path == NULL)
+    perror ("strdup");
   return path;
 }
 
@@ -445,7 +471,7 @@ cmd_create_md (const char *config_path, const struct repl_config *cfg,
   CLEANUP_CLOSE int disk_fd = -1;
   struct md_params p;
   struct md md;
-  uint64_t size;
+  uint64_t size, base;
   bool is_block, created = false;
   char err[512];
   size_t i, npeers = 0;
@@ -460,13 +486,14 @@ cmd_create_md (const char *config_path, const struct repl_config *cfg,
   disk_fd = open_disk (config_path, n, &size, &is_block);
   if (disk_fd == -1)
     return EXIT_FAILURE;
-  path = md_path_for_node (config_path, n, is_block);
+  path = md_path_for_node (config_path, cfg, n, is_block, &size, &base);
   if (path == NULL)
     return EXIT_FAILURE;
 
   /* Every other node of the configuration gets a peer slot, in the order
    * of the file; the rest stay free for nodes added later. */
   md_params_init (&p, n->nc_id, size);
+  config_geometry (cfg, &p.pa_geom);
   for (i = 0; i < cfg->cf_nnodes; ++i)
     if (cfg->cf_nodes[i].nc_id != n->nc_id)
       p.pa_peer_ids[npeers++] = cfg->cf_nodes[i].nc_id;
@@ -486,7 +513,7 @@ cmd_create_md (const char *config_path, const struct repl_config *cfg,
     fprintf (stderr, "replctl: %s: %s\n", path, strerror (errno));
     return EXIT_FAILURE;
   }
-  if (md_create (&md, fd, 0, &p, force, err, sizeof err) == -1) {
+  if (md_create (&md, fd, base, &p, force, err, sizeof err) == -1) {
     if (errno == EEXIST)
       fprintf (stderr, "replctl: %s: %s; give --force to overwrite it\n",
                path, err);
@@ -517,13 +544,14 @@ cmd_create_md (const char *config_path, const struct repl_config *cfg,
 }
 
 static int
-cmd_dump_md (const char *config_path, const struct repl_node_cfg *n)
+cmd_dump_md (const char *config_path, const struct repl_config *cfg,
+             const struct repl_node_cfg *n)
 {
   CLEANUP_FREE char *path = NULL;
   CLEANUP_CLOSE int disk_fd = -1;
   CLEANUP_CLOSE int fd = -1;
   struct md md;
-  uint64_t size;
+  uint64_t size, base;
   bool is_block;
   char err[512];
   int status = EXIT_SUCCESS;
@@ -531,7 +559,7 @@ cmd_dump_md (const char *config_path, const struct repl_node_cfg *n)
   disk_fd = open_disk (config_path, n, &size, &is_block);
   if (disk_fd == -1)
     return EXIT_FAILURE;
-  path = md_path_for_node (config_path, n, is_block);
+  path = md_path_for_node (config_path, cfg, n, is_block, &size, &base);
   if (path == NULL)
     return EXIT_FAILURE;
   fd = open (path, O_RDONLY | O_CLOEXEC);
@@ -540,7 +568,7 @@ cmd_dump_md (const char *config_path, const struct repl_node_cfg *n)
              errno == ENOENT ? " (create it with replctl create-md)" : "");
     return EXIT_FAILURE;
   }
-  if (md_load (&md, fd, 0, MD_ANY_NODE, 0, err, sizeof err) == -1) {
+  if (md_load (&md, fd, base, MD_ANY_NODE, 0, err, sizeof err) == -1) {
     fprintf (stderr, "replctl: %s: %s\n", path, err);
     return EXIT_FAILURE;
   }
@@ -661,7 +689,7 @@ main (int argc, char *argv[])
     if (strcmp (command, "create-md") == 0)
       status = cmd_create_md (config_path, &cfg, n, force, in_sync);
     else
-      status = cmd_dump_md (config_path, n);
+      status = cmd_dump_md (config_path, &cfg, n);
     config_free (&cfg);
     return status;
   }

@@ -52,3 +52,10 @@ total=$(status_json node0 | jq '.peers[0].resync_total_bytes')
     fail "resync after restart moved $total bytes, expected 5 chunks of 64K"
 cmp -n "$size" "$(disk node0)" "$(disk node1)" || fail "volumes differ after resync"
 info "ok: resync after restart: $total bytes"
+
+# replctl finds the internal metadata too (node stopped), and sees the
+# configured geometry.
+stop_node node1
+out=$("$REPLCTL" -c "$CONFIG" -n node1 dump-md) || fail "dump-md of internal metadata failed"
+grep -q "granularity.*65536" <<<"$out" || fail "dump-md does not show the 64K granularity: $out"
+info "dump-md reads the internal metadata"
