@@ -50,7 +50,7 @@ usage (FILE *fp, int status)
            "usage: replctl (-s SOCKET | -c CONFIG -n NODE) status [--json] [--watch [SECONDS]]\n"
            "       replctl -c CONFIG -n NODE create-md [--force] [--in-sync]\n"
            "       replctl -c CONFIG -n NODE dump-md\n"
-           "       replctl (-s SOCKET | -c CONFIG -n NODE) verify | resync\n"
+           "       replctl (-s SOCKET | -c CONFIG -n NODE) verify | resync | invalidate\n"
            "\n"
            "commands:\n"
            "  status [--json]   roles, disk and connection states, generation UUIDs,\n"
@@ -62,6 +62,7 @@ usage (FILE *fp, int status)
            "  dump-md           print the node's metadata\n"
            "  verify            (primary) compare every chunk with each peer\n"
            "  resync            (primary) resync what is marked out of sync\n"
+           "  invalidate        (secondary) discard this node's data: full sync\n"
            "\n"
            "options:\n"
            "  -s, --socket=PATH    the node's control socket\n"
@@ -658,7 +659,8 @@ main (int argc, char *argv[])
              strcmp (command, "create-md") == 0 ||
              strcmp (command, "dump-md") == 0 ||
              strcmp (command, "verify") == 0 ||
-             strcmp (command, "resync") == 0) {
+             strcmp (command, "resync") == 0 ||
+             strcmp (command, "invalidate") == 0) {
       fprintf (stderr, "replctl: %s: unknown option '%s'\n", command,
                argv[i]);
       usage (stderr, EXIT_FAILURE);
@@ -693,7 +695,8 @@ main (int argc, char *argv[])
     config_free (&cfg);
     return status;
   }
-  if (strcmp (command, "verify") == 0 || strcmp (command, "resync") == 0) {
+  if (strcmp (command, "verify") == 0 || strcmp (command, "resync") == 0 ||
+      strcmp (command, "invalidate") == 0) {
     char line[16];
 
     snprintf (line, sizeof line, "%s\n", command);

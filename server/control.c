@@ -700,6 +700,17 @@ serve (struct repl_node *node, int fd)
     answer = control_status (node, false);
   else if (strcmp (cmd, "status --json") == 0)
     answer = control_status (node, true);
+  else if (strcmp (cmd, "invalidate") == 0) {
+    char err[256], msg[320];
+
+    if (engine_invalidate (node, err, sizeof err) == -1)
+      snprintf (msg, sizeof msg, "error: invalidate: %.256s\n", err);
+    else
+      snprintf (msg, sizeof msg, "invalidated: a full sync from the "
+                "primary follows\n");
+    sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
+    return;
+  }
   else if (strcmp (cmd, "verify") == 0 || strcmp (cmd, "resync") == 0) {
     char err[256], msg[600];
     int n = cmd[0] == 'v' ? engine_verify (node, err, sizeof err)

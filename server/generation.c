@@ -335,3 +335,48 @@ gen_peer_lost (struct repl_node *node, struct peer *lost)
               node->n_self->nc_name, fresh, old);
   return fresh;
 }
+
+/* `replctl invalidate` on a secondary: its data is to be discarded and
+ * fully resynced.  The metadata is made "just created" (no generation,
+ * no history, not Consistent: a new node's) and the connections are
+ * dropped; at the reconnect the decision is a full sync from the
+ * primary (rule 20). */
+int
+engine_invalidate (struct repl_node *node, char *err, size_t errlen)
+{
+  struct md_super sb;
+  size_t i;
+  int r;
+
+  if (node_role (node) == REPL_ROLE_PRIMARY) {
+    snprintf (err, errlen, "node %s is Primary: its data is what clients "
+              "see; invalidate a secondary instead", node->n_self->nc_name);
+    return -1;
+  }
+  pthread_mutex_lock (&node->n_md_io_lock);
+  sb = node->n_md.md_super;
+  sb.ms_current_uuid = UUID_JUST_CREATED;
+  sb.ms_history_uuid[0] = sb.ms_history_uuid[1] = 0;
+  sb.ms_flags &= ~(MD_FLAG_CONSISTENT | MD_FLAG_WAS_UPTODATE);
+  for (i = 0; i < sb.ms_geom.mg_npeers; i++)
+    sb.ms_peers[i].mp_bitmap_uuid = 0;
+  r = meta_write_super_locked (node, &sb);
+  pthread_mutex_unlock (&node->n_md_io_lock);
+  if (r == -1) {
+    snprintf (err, errlen, "cannot write the metadata");
+    return -1;
+  }
+  node_set_disk (node, REPL_DISK_INCONSISTENT);
+  log_info ("node %s: invalidated: its data will be replaced by a full "
+            "sync from the primary", node->n_self->nc_name);
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *p = node->n_peers[i];
+
+    pthread_mutex_lock (&p->pr_lock);
+    bitmap_set_all (&p->pr_bitmap);
+    peer_fail_locked (p, p->pr_gen, "invalidated; reconnecting for a full "
+                      "sync");
+    pthread_mutex_unlock (&p->pr_lock);
+  }
+  return 0;
+}

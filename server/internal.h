@@ -305,6 +305,8 @@ extern int verify_handle_request (struct peer *p, uint64_t gen,
                                   const struct repl_hdr *h);
 extern int engine_verify (struct repl_node *node, char *err, size_t errlen);
 extern int engine_resync (struct repl_node *node, char *err, size_t errlen);
+extern int engine_invalidate (struct repl_node *node, char *err,
+                              size_t errlen);
 
 /* resync.c */
 extern void *resync_thread (void *arg);
