@@ -66,8 +66,10 @@ enum repl_msg_type {
   REPL_MSG_VERIFY_REPLY = 17, /* the answer, unsequenced, seq/offset/count
                                  of the request; payload: 8 bytes of
                                  digest per bitmap chunk */
+  REPL_MSG_GOODBYE = 18,      /* the sender is shutting down; the
+                                 connection closing next is no fault */
 };
-#define REPL_MSG_TYPE_MAX 17
+#define REPL_MSG_TYPE_MAX 18
 
 #define REPL_FLAG_FUA       0x0001
 #define REPL_FLAG_MAY_TRIM  0x0002

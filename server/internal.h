@@ -206,6 +206,8 @@ struct peer {
   /* The receiver's ACK or NACK: unsequenced, and its memory must outlive
    * the receiver's frame if the connection fails while it is queued. */
   struct out_msg pr_ack_msg;
+  struct out_msg pr_goodbye_msg; /* sent once when we shut down */
+  bool pr_peer_goodbye;         /* the peer said it is shutting down */
   uint64_t pr_last_ping_ns;
   uint64_t pr_expect_seq;       /* next sequence number the peer must send */
 

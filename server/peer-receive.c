@@ -454,6 +454,11 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
       case REPL_MSG_PING:
       case REPL_MSG_PONG:
         break;
+      case REPL_MSG_GOODBYE:
+        pthread_mutex_lock (&p->pr_lock);
+        p->pr_peer_goodbye = true;
+        pthread_mutex_unlock (&p->pr_lock);
+        break;
       case REPL_MSG_VERIFY_REPLY:
         if (verify_handle_reply (p, gen, &h, buf + pos + REPL_HDR_SIZE) == -1)
           return -1;
@@ -553,7 +558,8 @@ rx_step (struct peer *p, uint64_t gen, struct rx *rx)
   while (r == -1 && errno == EINTR);
   if (r <= 0) {
     if (r == 0)
-      peer_fail (p, gen, "connection closed by peer");
+      peer_fail (p, gen, "connection closed by peer%s",
+                 p->pr_peer_goodbye ? " (it is shutting down)" : "");
     else
       peer_fail (p, gen, "recv: %m");
     return -1;

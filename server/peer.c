@@ -120,7 +120,8 @@ vfail_locked (struct peer *p, uint64_t gen, const char *fmt, va_list ap)
   if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
     return;                     /* already failed, or a newer connection */
   vsnprintf (p->pr_last_error, sizeof p->pr_last_error, fmt, ap);
-  if (p->pr_stopping)           /* an orderly stop is not a fault */
+  if (p->pr_stopping || p->pr_peer_goodbye) /* an orderly stop is not a
+                                               fault */
     log_info ("peer %s: %s; disconnecting", p->pr_cfg->nc_name,
               p->pr_last_error);
   else
@@ -458,6 +459,7 @@ peer_thread (void *arg)
     };
     p->pr_bitmap_pending = false;
     p->pr_decision = -1;
+    p->pr_peer_goodbye = false;
     pthread_cond_broadcast (&p->pr_cond);
     pthread_mutex_unlock (&p->pr_lock);
 
@@ -522,6 +524,12 @@ peer_request_stop (struct peer *p)
 {
   pthread_mutex_lock (&p->pr_lock);
   p->pr_stopping = true;
+  /* Tell the peer, so that it does not take our going for a fault (best
+   * effort: if a sender is busy the message may not leave). */
+  if (p->pr_state == CONN_CONNECTED && !p->pr_sending) {
+    out_msg_init (&p->pr_goodbye_msg, REPL_MSG_GOODBYE, 0, 0, 0, 0, NULL, 0);
+    peer_queue_locked (p, &p->pr_goodbye_msg);
+  }
   peer_fail_locked (p, p->pr_gen, "shutting down");
   pthread_cond_broadcast (&p->pr_cond);
   pthread_cond_signal (&p->pr_resync_cond);
