@@ -26,6 +26,7 @@
 #include "cleanup.h"
 #include "crc32c.h"
 #include "metadata.h"
+#include "uuid-compare.h"
 #include "repl-config.h"
 
 _Static_assert (MD_MAX_PEER_SLOTS >= REPL_MAX_NODE_ID,
@@ -305,22 +306,11 @@ md_internal_place (uint64_t dev_size, struct md_geometry *g, uint64_t *base,
   return 0;
 }
 
+/* One derivation for the whole project: uuid-compare.c's. */
 uint64_t
 md_in_sync_uuid (const char *resource, uint64_t size)
 {
-  static const char tag[] = "nbdrepl in-sync";
-  uint64_t h = UINT64_C (0xcbf29ce484222325);   /* FNV-1a 64 */
-  size_t i, len = strlen (resource);
-  uint8_t be[8];
-
-  for (i = 0; i < sizeof tag; ++i)              /* with its NUL */
-    h = (h ^ (uint8_t) tag[i]) * UINT64_C (0x100000001b3);
-  for (i = 0; i <= len; ++i)                    /* with its NUL */
-    h = (h ^ (uint8_t) resource[i]) * UINT64_C (0x100000001b3);
-  put_be64 (be, size);
-  for (i = 0; i < 8; ++i)
-    h = (h ^ be[i]) * UINT64_C (0x100000001b3);
-  return h != 0 ? h : 1;
+  return uuid_in_sync_value (resource, size);
 }
 
 /* Everything in a superblock but the record header; node_id and geometry
