@@ -80,6 +80,8 @@ extern int volume_pwrite (struct volume *vol, const void *buf,
 extern int volume_splice_in (struct volume *vol, int pipe_fd,
                              uint32_t count, uint64_t offset);
 extern int volume_flush (struct volume *vol);
+extern void volume_start_writeback (struct volume *vol, uint32_t count,
+                                    uint64_t offset);
 extern int volume_trim (struct volume *vol, uint32_t count, uint64_t offset);
 extern int volume_zero (struct volume *vol, uint32_t count, uint64_t offset,
                         bool may_trim);

@@ -221,6 +221,8 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     meta_al_end (node, h->offset, h->count);
   if (r == 0 && needs_durable (h))
     r = volume_flush (vol);
+  if (r == 0 && h->type == REPL_MSG_RESYNC_DATA)
+    volume_start_writeback (vol, h->count, h->offset);
   if (r == 0 && h->type == REPL_MSG_RESYNC_DATA) {
     bool persist;
     uint64_t now = now_ns ();

@@ -124,6 +124,17 @@ volume_pwrite (struct volume *vol, const void *buf, uint32_t count,
   return 0;
 }
 
+/* Start writing [offset, offset+count) back to the disk without waiting
+ * for it, so that a later flush has less left to do (a resync target
+ * flushes everything before it says UpToDate).  Advisory: errors are
+ * left for that flush to report. */
+void
+volume_start_writeback (struct volume *vol, uint32_t count, uint64_t offset)
+{
+  (void) sync_file_range (vol->vol_fd, offset, count,
+                          SYNC_FILE_RANGE_WRITE);
+}
+
 /* Move exactly count bytes from the pipe pipe_fd to the disk at offset,
  * without copying them through user space (the secondary's receive path
  * for large writes: socket -> pipe -> disk).  On error the pipe may still
