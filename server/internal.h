@@ -204,6 +204,9 @@ struct peer {
   uint64_t pr_verify_oos;       /* bytes found out of sync */
   uint8_t *pr_verify_digests;   /* our digests per request slot */
   uint64_t pr_verify_slot_offset[8];
+  bool pr_csum_resync;          /* a resync with csums is running */
+  struct bitmap *pr_csum_done;  /* ... chunks whose digests were compared */
+  uint64_t pr_csum_same;        /* ... bytes found the same (not sent) */
 
   /* The receiver's ACK or NACK: unsequenced, and its memory must outlive
    * the receiver's frame if the connection fails while it is queued. */
@@ -307,6 +310,12 @@ extern int verify_handle_reply (struct peer *p, uint64_t gen,
                                 const uint8_t *payload);
 extern int verify_handle_request (struct peer *p, uint64_t gen,
                                   const struct repl_hdr *h);
+extern void verify_csum_submit_locked (struct peer *p, unsigned slot,
+                                       const uint8_t *buf, uint32_t len,
+                                       uint64_t offset, struct waiter *w,
+                                       struct out_msg *om);
+extern int verify_csum_begin (struct peer *p);
+extern void verify_csum_end (struct peer *p);
 extern int engine_verify (struct repl_node *node, char *err, size_t errlen);
 extern int engine_resync (struct repl_node *node, char *err, size_t errlen);
 extern int engine_invalidate (struct repl_node *node, char *err,

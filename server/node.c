@@ -184,13 +184,6 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     goto err;
   }
   node->n_self = self;
-  if (node->n_cfg.cf_csums) {
-    errno = ENOTSUP;
-    log_error ("%s: resync: csums: true: checksum-based resync is not "
-               "implemented in this version (use csums: false; `replctl "
-               "verify` compares digests online)", config_path);
-    goto err;
-  }
   if (node->n_cfg.cf_bitmap_granularity > RESYNC_MAX_BYTES) {
     errno = EINVAL;
     log_error ("%s: metadata: bitmap-granularity %" PRIu32 " is larger "

@@ -104,6 +104,10 @@ peer_free (struct peer *p)
   bitmap_free (&p->pr_bitmap);
   free (p->pr_ring);
   free (p->pr_verify_digests);
+  if (p->pr_csum_done) {
+    bitmap_free (p->pr_csum_done);
+    free (p->pr_csum_done);
+  }
   for (unsigned i = 0; i < RESYNC_SLOTS; i++)
     free (p->pr_resync_bufs[i]);
   pthread_cond_destroy (&p->pr_cond);

@@ -160,9 +160,11 @@ resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
 
   for (;;) {
     struct resync_slot *s = &slots[i];
+    const unsigned slot = i;
     struct ilock_range range;
     uint64_t end, offset, len;
     int64_t first;
+    bool compare = false;
 
     i = (i + 1) % RESYNC_SLOTS;
     waiter_wait (&s->rs_waiter);        /* the slot's last chunk is done */
@@ -178,6 +180,21 @@ resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
       end = bitmap_next_clear (&p->pr_bitmap, first);
       if (end - first > max_bits)
         end = first + max_bits;
+      /* With csums, chunks not compared yet get compared first; those
+       * compared and still set differ, and their data goes. */
+      if (p->pr_csum_resync) {
+        uint64_t cut;
+
+        compare = !bitmap_test (p->pr_csum_done, first);
+        if (compare) {
+          int64_t next = bitmap_next_set (p->pr_csum_done, first);
+          cut = next < 0 ? p->pr_csum_done->bm_nbits : (uint64_t) next;
+        }
+        else
+          cut = bitmap_next_clear (p->pr_csum_done, first);
+        if (cut < end)
+          end = cut;
+      }
     }
     pthread_mutex_unlock (&p->pr_lock);
     if (first < 0)
@@ -212,10 +229,14 @@ resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
       break;
     }
     pthread_mutex_lock (&p->pr_lock);
-    peer_submit_locked (p, REPL_MSG_RESYNC_DATA,
-                        all_zero (s->rs_buf, len) ? REPL_FLAG_ZEROES : 0,
-                        s->rs_buf, len, offset,
-                        &s->rs_waiter, false, &s->rs_msg, NULL);
+    if (compare)
+      verify_csum_submit_locked (p, slot, s->rs_buf, len, offset,
+                                 &s->rs_waiter, &s->rs_msg);
+    else
+      peer_submit_locked (p, REPL_MSG_RESYNC_DATA,
+                          all_zero (s->rs_buf, len) ? REPL_FLAG_ZEROES : 0,
+                          s->rs_buf, len, offset,
+                          &s->rs_waiter, false, &s->rs_msg, NULL);
     pthread_mutex_unlock (&p->pr_lock);
     ilock_release (&node->n_ilock, &range);
   }
@@ -242,8 +263,12 @@ resync (struct peer *p, uint64_t gen, struct resync_slot *slots)
   pthread_mutex_unlock (&p->pr_lock);
 
   if (total > 0)
-    log_info ("peer %s: resync started, %" PRIu64 " bytes out of sync",
-              name, total);
+    log_info ("peer %s: resync started, %" PRIu64 " bytes out of sync%s",
+              name, total, p->pr_node->n_cfg.cf_csums
+              ? " (csums: only chunks whose digests differ are sent)" : "");
+  p->pr_csum_same = 0;
+  if (p->pr_node->n_cfg.cf_csums && total > 0 && verify_csum_begin (p) == -1)
+    log_error ("peer %s: csums: out of memory; sending every chunk", name);
   if (send_control (p, gen, REPL_MSG_RESYNC_START, total) == -1)
     goto out;
 
@@ -265,10 +290,17 @@ resync (struct peer *p, uint64_t gen, struct resync_slot *slots)
     goto out;
   gen_resync_finished_source (p->pr_node, p);
   meta_write_peer_bitmap (p->pr_node, p);
-  log_info ("peer %s: resync finished, %" PRIu64 " bytes in %.1f s; peer is UpToDate",
-            name, total, (now_ns () - t0) / 1e9);
+  if (p->pr_csum_resync)
+    log_info ("peer %s: resync finished, %" PRIu64 " bytes in %.1f s "
+              "(%" PRIu64 " of them the same on both sides, not sent); "
+              "peer is UpToDate", name, total, (now_ns () - t0) / 1e9,
+              p->pr_csum_same);
+  else
+    log_info ("peer %s: resync finished, %" PRIu64 " bytes in %.1f s; "
+              "peer is UpToDate", name, total, (now_ns () - t0) / 1e9);
 
  out:
+  verify_csum_end (p);
   pthread_mutex_lock (&p->pr_lock);
   if (p->pr_gen == gen)
     p->pr_resyncing = false;

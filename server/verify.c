@@ -14,9 +14,15 @@
  * repairs it from the primary.
  *
  * Digest: the first 8 bytes of SHA-256 of the chunk.
+ *
+ * The same exchange serves a resync with `csums: true` (DRBD's
+ * csums-alg): before sending a range's data the source sends its digests'
+ * request; chunks whose digests match are done (their bits cleared), the
+ * others are marked compared and the next resync pass sends their data.
  */
 #include <config.h>
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,6 +163,65 @@ verify_run (struct peer *p, uint64_t gen)
     log_error ("peer %s: verify interrupted", p->pr_cfg->nc_name);
 }
 
+/* Resync with csums: ask the peer for its digests of [offset, offset+len)
+ * (our data for it is in buf, read under the interval lock the caller
+ * holds), in resync slot `slot`.  pr_lock held. */
+void
+verify_csum_submit_locked (struct peer *p, unsigned slot, const uint8_t *buf,
+                           uint32_t len, uint64_t offset, struct waiter *w,
+                           struct out_msg *om)
+{
+  uint8_t *digests = p->pr_verify_digests +
+    (size_t) slot * (VERIFY_MAX_BYTES / 512) * DIGEST_SIZE;
+
+  assert (slot < VERIFY_SLOTS && len <= VERIFY_MAX_BYTES);
+  if (digest_chunks (buf, len, p->pr_bitmap.bm_granularity, digests) == -1)
+    memset (digests, 0xff, (size_t) nchunks (len, p->pr_bitmap.bm_granularity)
+                           * DIGEST_SIZE);      /* cannot match: data goes */
+  p->pr_verify_slot_offset[slot] = offset;
+  bitmap_set_range (p->pr_csum_done, offset, len);
+  peer_submit_locked (p, REPL_MSG_VERIFY_REQ, 0, NULL, len, offset, w, false,
+                      om, NULL);
+}
+
+/* Prepare peer p for a resync with csums: the digests and the "compared"
+ * bitmap.  Returns 0 or -1. */
+int
+verify_csum_begin (struct peer *p)
+{
+  unsigned i;
+
+  pthread_mutex_lock (&p->pr_lock);
+  if (p->pr_verify_digests == NULL)
+    p->pr_verify_digests = calloc (VERIFY_SLOTS, VERIFY_MAX_BYTES / 512 *
+                                   DIGEST_SIZE);
+  if (p->pr_csum_done == NULL) {
+    p->pr_csum_done = malloc (sizeof *p->pr_csum_done);
+    if (p->pr_csum_done != NULL &&
+        bitmap_init (p->pr_csum_done, p->pr_bitmap.bm_size,
+                     p->pr_bitmap.bm_granularity) == -1) {
+      free (p->pr_csum_done);
+      p->pr_csum_done = NULL;
+    }
+  }
+  else
+    bitmap_clear_all (p->pr_csum_done);
+  for (i = 0; i < VERIFY_SLOTS; i++)
+    p->pr_verify_slot_offset[i] = UINT64_MAX;
+  p->pr_csum_resync = p->pr_verify_digests != NULL &&
+                      p->pr_csum_done != NULL;
+  pthread_mutex_unlock (&p->pr_lock);
+  return p->pr_csum_resync ? 0 : -1;
+}
+
+void
+verify_csum_end (struct peer *p)
+{
+  pthread_mutex_lock (&p->pr_lock);
+  p->pr_csum_resync = false;
+  pthread_mutex_unlock (&p->pr_lock);
+}
+
 /* Primary: the peer's digests for the request of slot-sized range at
  * h->offset.  Returns 0, or -1 once the connection has failed. */
 int
@@ -169,14 +234,33 @@ verify_handle_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
   int slot = -1;
 
   pthread_mutex_lock (&p->pr_lock);
-  if (p->pr_verifying && h->length == (uint64_t) n * DIGEST_SIZE &&
+  if ((p->pr_verifying || p->pr_csum_resync) &&
+      h->length == (uint64_t) n * DIGEST_SIZE &&
       h->count <= VERIFY_MAX_BYTES)
     for (i = 0; i < VERIFY_SLOTS; i++)
       if (p->pr_verify_slot_offset[i] == h->offset) {
         slot = i;
         break;
       }
-  if (slot >= 0) {
+  if (slot >= 0 && p->pr_csum_resync) {
+    const uint8_t *ours = p->pr_verify_digests +
+      (size_t) slot * (VERIFY_MAX_BYTES / 512) * DIGEST_SIZE;
+
+    /* Chunks with the same digest need no data: done. */
+    for (k = 0; k < n; k++)
+      if (memcmp (ours + k * DIGEST_SIZE, payload + k * DIGEST_SIZE,
+                  DIGEST_SIZE) == 0) {
+        uint64_t off = h->offset + (uint64_t) k * g;
+        uint64_t len = h->count - (uint64_t) k * g < g
+                       ? h->count - (uint64_t) k * g : g;
+        if (bitmap_test (&p->pr_bitmap, off / g)) {
+          bitmap_clear_range (&p->pr_bitmap, off, len);
+          p->pr_resync_done += len;
+          p->pr_csum_same += len;
+        }
+      }
+  }
+  else if (slot >= 0) {
     const uint8_t *ours = p->pr_verify_digests +
       (size_t) slot * (VERIFY_MAX_BYTES / 512) * DIGEST_SIZE;
 

@@ -134,9 +134,6 @@ bad fixed-and-dynamic-rate "$c" node0 "bad.yaml:5" \
 write_config "$c" 's/^protocol: C/&\nresync:\n  csums: yes/'
 bad csums-not-boolean "$c" node0 "resync: csums: 'yes' is not true or false"
 
-write_config "$c" 's/^protocol: C/&\nresync:\n  csums: true/'
-bad csums-not-implemented "$c" node0 "csums: true: checksum-based resync is not implemented"
-
 write_config "$c" '0,/    control: node0.sock/s//&\n    meta: ""/'
 bad meta-empty "$c" node0 "nodes[0] (node0): meta: empty value"
 
