@@ -51,6 +51,7 @@ usage (FILE *fp, int status)
            "       replctl -c CONFIG -n NODE create-md [--force] [--in-sync]\n"
            "       replctl -c CONFIG -n NODE dump-md\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) verify | resync | invalidate\n"
+           "       replctl (-s SOCKET | -c CONFIG -n NODE) primary [--force] | secondary\n"
            "\n"
            "commands:\n"
            "  status [--json]   roles, disk and connection states, generation UUIDs,\n"
@@ -63,6 +64,9 @@ usage (FILE *fp, int status)
            "  verify            (primary) compare every chunk with each peer\n"
            "  resync            (primary) resync what is marked out of sync\n"
            "  invalidate        (secondary) discard this node's data: full sync\n"
+           "  primary           promote (UpToDate, no other primary)\n"
+           "      --force       even if not UpToDate: its data becomes authoritative\n"
+           "  secondary         demote (no client connected)\n"
            "\n"
            "options:\n"
            "  -s, --socket=PATH    the node's control socket\n"
@@ -649,7 +653,8 @@ main (int argc, char *argv[])
         }
       }
     }
-    else if (strcmp (command, "create-md") == 0 &&
+    else if ((strcmp (command, "create-md") == 0 ||
+              strcmp (command, "primary") == 0) &&
              strcmp (argv[i], "--force") == 0)
       force = true;
     else if (strcmp (command, "create-md") == 0 &&
@@ -660,7 +665,9 @@ main (int argc, char *argv[])
              strcmp (command, "dump-md") == 0 ||
              strcmp (command, "verify") == 0 ||
              strcmp (command, "resync") == 0 ||
-             strcmp (command, "invalidate") == 0) {
+             strcmp (command, "invalidate") == 0 ||
+             strcmp (command, "primary") == 0 ||
+             strcmp (command, "secondary") == 0) {
       fprintf (stderr, "replctl: %s: unknown option '%s'\n", command,
                argv[i]);
       usage (stderr, EXIT_FAILURE);
@@ -696,10 +703,12 @@ main (int argc, char *argv[])
     return status;
   }
   if (strcmp (command, "verify") == 0 || strcmp (command, "resync") == 0 ||
-      strcmp (command, "invalidate") == 0) {
-    char line[16];
+      strcmp (command, "invalidate") == 0 ||
+      strcmp (command, "primary") == 0 || strcmp (command, "secondary") == 0) {
+    char line[32];
 
-    snprintf (line, sizeof line, "%s\n", command);
+    snprintf (line, sizeof line, "%s%s\n", command,
+              force ? " --force" : "");
     if (socket_path != NULL)
       return cmd_request (socket_path, line);
     n = load_node (config_path, node_name, &cfg);

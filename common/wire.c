@@ -59,6 +59,7 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_VERIFY_REQ] =   { "VERIFY_REQ", 0, WIRE_PAYLOAD_NONE, true },
   [REPL_MSG_VERIFY_REPLY] = { "VERIFY_REPLY", 0, WIRE_PAYLOAD_WORDS, true },
   [REPL_MSG_GOODBYE] =      { "GOODBYE", 0, WIRE_PAYLOAD_NONE, false },
+  [REPL_MSG_STATE] =        { "STATE", 0, WIRE_PAYLOAD_NONE, false },
 };
 
 static const struct wire_type *

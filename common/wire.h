@@ -68,8 +68,11 @@ enum repl_msg_type {
                                  digest per bitmap chunk */
   REPL_MSG_GOODBYE = 18,      /* the sender is shutting down; the
                                  connection closing next is no fault */
+  REPL_MSG_STATE = 19,        /* the sender's role changed: offset = enum
+                                 repl_role, seq = enum repl_disk_state;
+                                 no payload */
 };
-#define REPL_MSG_TYPE_MAX 18
+#define REPL_MSG_TYPE_MAX 19
 
 #define REPL_FLAG_FUA       0x0001
 #define REPL_FLAG_MAY_TRIM  0x0002

@@ -700,6 +700,21 @@ serve (struct repl_node *node, int fd)
     answer = control_status (node, false);
   else if (strcmp (cmd, "status --json") == 0)
     answer = control_status (node, true);
+  else if (strcmp (cmd, "primary") == 0 ||
+           strcmp (cmd, "primary --force") == 0 ||
+           strcmp (cmd, "secondary") == 0) {
+    char err[256], msg[320];
+    bool to_primary = cmd[0] == 'p';
+
+    if (engine_set_role (node, to_primary, strstr (cmd, "--force") != NULL,
+                         err, sizeof err) == -1)
+      snprintf (msg, sizeof msg, "error: %s: %.256s\n",
+                to_primary ? "primary" : "secondary", err);
+    else
+      snprintf (msg, sizeof msg, "%s\n", to_primary ? "Primary" : "Secondary");
+    sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
+    return;
+  }
   else if (strcmp (cmd, "invalidate") == 0) {
     char err[256], msg[320];
 

@@ -9,6 +9,7 @@
 #define NBDREPL_ENGINE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct repl_node;
@@ -33,6 +34,16 @@ extern uint64_t engine_size (const struct repl_node *node);
  * a secondary answers -1 with errno EROFS after logging which node is
  * primary. */
 extern int engine_check_client (struct repl_node *node);
+
+/* A client connection opens (after engine_check_client allowed it, under
+ * the same check) or closes: a primary is only demoted with none open. */
+extern int engine_client_open (struct repl_node *node);
+extern void engine_client_close (struct repl_node *node);
+
+/* `replctl primary [--force]` / `replctl secondary`.  Returns 0, or -1
+ * with the reason in err. */
+extern int engine_set_role (struct repl_node *node, bool primary,
+                            bool force, char *err, size_t errlen);
 
 extern int engine_pread (struct repl_node *node, void *buf, uint32_t count,
                          uint64_t offset);

@@ -340,6 +340,9 @@ struct repl_node {
   bool n_started;
   pthread_t n_listener, n_ticker, n_control;
 
+  pthread_mutex_t n_role_lock;  /* serialises role changes and client
+                                   opens against them (role.c) */
+  atomic_uint_fast64_t n_clients; /* NBD client connections open */
   pthread_mutex_t n_lock;       /* guards n_role, n_disk, n_primary */
   pthread_cond_t n_cond;        /* signalled when stopping */
   enum repl_role n_role;
@@ -411,6 +414,10 @@ extern int meta_al_begin (struct repl_node *node, uint64_t offset,
                           uint64_t len);
 extern void meta_al_end (struct repl_node *node, uint64_t offset,
                          uint64_t len);
+
+/* role.c */
+extern int role_handle_state (struct peer *p, uint64_t gen,
+                              const struct repl_hdr *h);
 
 /* listener.c */
 extern void *listener_thread (void *arg);

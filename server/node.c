@@ -153,6 +153,7 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   node->n_md_fd = -1;
   node->n_primary_id = -1;
   pthread_mutex_init (&node->n_lock, NULL);
+  pthread_mutex_init (&node->n_role_lock, NULL);
   pthread_mutex_init (&node->n_md_io_lock, NULL);
   pthread_mutex_init (&node->n_al_lock, NULL);
   {
@@ -337,6 +338,7 @@ engine_destroy (struct repl_node *node)
   pthread_cond_destroy (&node->n_al_cond);
   pthread_mutex_destroy (&node->n_al_lock);
   pthread_mutex_destroy (&node->n_md_io_lock);
+  pthread_mutex_destroy (&node->n_role_lock);
   pthread_mutex_destroy (&node->n_lock);
   node->n_magic = 0;
   free (node);
@@ -346,6 +348,25 @@ uint64_t
 engine_size (const struct repl_node *node)
 {
   return node->n_vol.vol_size;
+}
+
+int
+engine_client_open (struct repl_node *node)
+{
+  int r;
+
+  pthread_mutex_lock (&node->n_role_lock);
+  r = engine_check_client (node);
+  if (r == 0)
+    atomic_fetch_add (&node->n_clients, 1);
+  pthread_mutex_unlock (&node->n_role_lock);
+  return r;
+}
+
+void
+engine_client_close (struct repl_node *node)
+{
+  atomic_fetch_sub (&node->n_clients, 1);
 }
 
 int

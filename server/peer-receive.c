@@ -456,6 +456,10 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
       case REPL_MSG_PING:
       case REPL_MSG_PONG:
         break;
+      case REPL_MSG_STATE:
+        if (role_handle_state (p, gen, &h) == -1)
+          return -1;
+        break;
       case REPL_MSG_GOODBYE:
         pthread_mutex_lock (&p->pr_lock);
         p->pr_peer_goodbye = true;

@@ -44,6 +44,7 @@ static const struct expect expect[] = {
   { REPL_MSG_VERIFY_REQ, "VERIFY_REQ", 0, 0, 1 },
   { REPL_MSG_VERIFY_REPLY, "VERIFY_REPLY", 0, 4, 1 },
   { REPL_MSG_GOODBYE, "GOODBYE", 0, 0, 0 },
+  { REPL_MSG_STATE, "STATE", 0, 0, 0 },
 };
 #define NR_EXPECT (sizeof expect / sizeof expect[0])
 
@@ -241,9 +242,9 @@ START_TEST (test_hdr_bad_flags)
       n++;
     }
   }
-  /* 18 types * 16 bits, less the 6 allowed (FUA x3, MAY_TRIM x1,
+  /* 19 types * 16 bits, less the 6 allowed (FUA x3, MAY_TRIM x1,
    * RECEIVED x1, ZEROES x1). */
-  ck_assert_int_eq (n, 18 * 16 - 6);
+  ck_assert_int_eq (n, 19 * 16 - 6);
 
   /* RESYNC_DATA with ZEROES: count bytes of zeroes, no payload. */
   {

@@ -158,9 +158,15 @@ repl_cleanup (void)
 static void *
 repl_open (int readonly)
 {
-  if (engine_check_client (repl_node) == -1)
+  if (engine_client_open (repl_node) == -1)
     return NULL;
   return repl_node;
+}
+
+static void
+repl_close (void *handle)
+{
+  engine_client_close (handle);
 }
 
 static int64_t
@@ -247,6 +253,7 @@ static struct nbdkit_plugin plugin = {
   .after_fork        = repl_after_fork,
   .cleanup           = repl_cleanup,
   .open              = repl_open,
+  .close             = repl_close,
   .get_size          = repl_get_size,
   .block_size        = repl_block_size,
   .can_write         = repl_can_true,

@@ -1,0 +1,213 @@
+/* nbdrepl: roles at run time — `replctl primary` and `replctl secondary`.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * role=primary on the nbdkit command line is only the role a node starts
+ * in.  A secondary is promoted when its disk is UpToDate and no
+ * connected peer is primary (or with --force, which declares its data
+ * authoritative and starts a new generation, as DRBD's primary --force);
+ * a primary is demoted when no NBD client has it open.  Connected peers
+ * learn the new role from a STATE message; a node that came up while
+ * the others were away learns it from the hello.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+#include "log.h"
+
+/* Tell every connected peer our role and disk state. */
+static void
+announce_state (struct repl_node *node)
+{
+  enum repl_role role;
+  enum repl_disk_state disk;
+  size_t i;
+
+  pthread_mutex_lock (&node->n_lock);
+  role = node->n_role;
+  disk = node->n_disk;
+  pthread_mutex_unlock (&node->n_lock);
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *p = node->n_peers[i];
+    struct out_msg om;
+    uint64_t gen;
+
+    pthread_mutex_lock (&p->pr_lock);
+    gen = p->pr_gen;
+    pthread_mutex_unlock (&p->pr_lock);
+    out_msg_init (&om, REPL_MSG_STATE, 0, 0, disk, role, NULL, 0);
+    peer_send_wait (p, gen, &om);
+  }
+}
+
+static int
+promote (struct repl_node *node, bool force, char *err, size_t errlen)
+{
+  enum repl_disk_state disk;
+  size_t i;
+
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *p = node->n_peers[i];
+    bool primary;
+
+    pthread_mutex_lock (&p->pr_lock);
+    primary = p->pr_state == CONN_CONNECTED && p->pr_role == REPL_ROLE_PRIMARY;
+    pthread_mutex_unlock (&p->pr_lock);
+    if (primary) {
+      snprintf (err, errlen, "peer %s is Primary; demote it first "
+                "(replctl secondary on it)", p->pr_cfg->nc_name);
+      return -1;
+    }
+  }
+  pthread_mutex_lock (&node->n_lock);
+  disk = node->n_disk;
+  pthread_mutex_unlock (&node->n_lock);
+  if (disk != REPL_DISK_UPTODATE && !force) {
+    snprintf (err, errlen, "the disk is %s, not UpToDate; --force declares "
+              "its data authoritative (a new generation, and every peer "
+              "gets a full sync)", disk_state_name (disk));
+    return -1;
+  }
+  if (disk != REPL_DISK_UPTODATE) {
+    log_error ("node %s: FORCED to Primary with a disk that is %s: its "
+               "data is now authoritative", node->n_self->nc_name,
+               disk_state_name (disk));
+    if (gen_force_primary (node) == -1) {
+      snprintf (err, errlen, "cannot write the metadata");
+      return -1;
+    }
+    for (i = 0; i < node->n_npeers; i++) {
+      struct peer *p = node->n_peers[i];
+      pthread_mutex_lock (&p->pr_lock);
+      bitmap_set_all (&p->pr_bitmap);
+      /* Connected peers resync from the new generation at once. */
+      peer_fail_locked (p, p->pr_gen, "forced Primary; reconnecting for "
+                        "a full sync");
+      pthread_mutex_unlock (&p->pr_lock);
+    }
+  }
+  if (meta_set_flags (node, MD_FLAG_PRIMARY, 0) == -1) {
+    snprintf (err, errlen, "cannot write the metadata");
+    return -1;
+  }
+  pthread_mutex_lock (&node->n_lock);
+  node->n_role = REPL_ROLE_PRIMARY;
+  node->n_disk = REPL_DISK_UPTODATE;
+  node->n_primary_id = node->n_self->nc_id;
+  pthread_mutex_unlock (&node->n_lock);
+  /* Peers that are away miss what we write from now on. */
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *p = node->n_peers[i];
+    bool away;
+
+    pthread_mutex_lock (&p->pr_lock);
+    away = p->pr_state != CONN_CONNECTED;
+    pthread_mutex_unlock (&p->pr_lock);
+    if (away && gen_peer_lost (node, p) != 0) {
+      size_t j;
+      for (j = 0; j < node->n_npeers; j++)
+        if (node->n_peers[j] != p)
+          sync_send_uuids (node->n_peers[j]);
+      break;                    /* one new generation covers them all */
+    }
+  }
+  log_info ("node %s: now Primary%s", node->n_self->nc_name,
+            force ? " (forced)" : "");
+  announce_state (node);
+  /* A connected peer whose disk is not UpToDate was not resynced by
+   * anyone (only a primary resyncs): reconnect, so that the decision is
+   * made again with this node as primary. */
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *p = node->n_peers[i];
+
+    pthread_mutex_lock (&p->pr_lock);
+    if (p->pr_state == CONN_CONNECTED && p->pr_disk != REPL_DISK_UPTODATE)
+      peer_fail_locked (p, p->pr_gen, "peer is %s and this node is now "
+                        "Primary; reconnecting to resync it",
+                        disk_state_name (p->pr_disk));
+    pthread_mutex_unlock (&p->pr_lock);
+  }
+  return 0;
+}
+
+static int
+demote (struct repl_node *node, char *err, size_t errlen)
+{
+  uint64_t clients = atomic_load (&node->n_clients);
+
+  if (clients > 0) {
+    snprintf (err, errlen, "%" PRIu64 " NBD client connection(s) are "
+              "open; disconnect them first", clients);
+    return -1;
+  }
+  if (atomic_load (&node->n_requests_in_flight) > 0) {
+    snprintf (err, errlen, "requests are in flight");
+    return -1;
+  }
+  if (volume_flush (&node->n_vol) == -1 ||
+      meta_set_flags (node, 0, MD_FLAG_PRIMARY) == -1) {
+    snprintf (err, errlen, "cannot flush the disk or write the metadata");
+    return -1;
+  }
+  pthread_mutex_lock (&node->n_lock);
+  node->n_role = REPL_ROLE_SECONDARY;
+  node->n_primary_id = -1;
+  pthread_mutex_unlock (&node->n_lock);
+  log_info ("node %s: now Secondary", node->n_self->nc_name);
+  announce_state (node);
+  return 0;
+}
+
+/* `replctl primary [--force]` / `replctl secondary`. */
+int
+engine_set_role (struct repl_node *node, bool primary, bool force,
+                 char *err, size_t errlen)
+{
+  enum repl_role role = primary ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
+  int r;
+
+  pthread_mutex_lock (&node->n_role_lock);
+  if (node_role (node) == role)
+    r = 0;
+  else if (role == REPL_ROLE_PRIMARY)
+    r = promote (node, force, err, errlen);
+  else
+    r = demote (node, err, errlen);
+  pthread_mutex_unlock (&node->n_role_lock);
+  return r;
+}
+
+/* A peer's STATE message: its role (offset) and disk state (seq).
+ * Returns 0, or -1 once the connection has failed (reported). */
+int
+role_handle_state (struct peer *p, uint64_t gen, const struct repl_hdr *h)
+{
+  struct repl_node *node = p->pr_node;
+
+  if (h->offset > REPL_ROLE_MAX || h->seq > REPL_DISK_STATE_MAX) {
+    peer_fail (p, gen, "protocol error: STATE with role %" PRIu64
+               " and disk state %" PRIu64, h->offset, h->seq);
+    return -1;
+  }
+  if (h->offset == REPL_ROLE_PRIMARY && node_role (node) == REPL_ROLE_PRIMARY) {
+    peer_fail (p, gen, "the peer became Primary while this node is "
+               "Primary; only one node may be primary");
+    return -1;
+  }
+  pthread_mutex_lock (&p->pr_lock);
+  p->pr_role = h->offset;
+  p->pr_disk = h->seq;
+  pthread_mutex_unlock (&p->pr_lock);
+  pthread_mutex_lock (&node->n_lock);
+  if (h->offset == REPL_ROLE_PRIMARY)
+    node->n_primary_id = p->pr_cfg->nc_id;
+  else if (node->n_primary_id == (int) p->pr_cfg->nc_id)
+    node->n_primary_id = -1;
+  pthread_mutex_unlock (&node->n_lock);
+  log_info ("peer %s: now %s", p->pr_cfg->nc_name,
+            role_name (h->offset));
+  return 0;
+}
