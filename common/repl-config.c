@@ -1242,12 +1242,13 @@ parse_nodes (struct loader *ld, const yaml_node_t *key, const yaml_node_t *seq,
   return 0;
 }
 
-enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_NET, TOP_METADATA, TOP_RESYNC,
-       TOP_NODES, TOP_NKEYS };
+enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_NET, TOP_METADATA,
+       TOP_RESYNC, TOP_NODES, TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
   [TOP_PROTOCOL] = "protocol",
+  [TOP_AUTO_PROMOTE] = "auto-promote",
   [TOP_NET] = "net",
   [TOP_METADATA] = "metadata",
   [TOP_RESYNC] = "resync",
@@ -1293,6 +1294,10 @@ parse_top (struct loader *ld, struct repl_config *cfg)
     cfg->cf_protocol = s[0] >= 'a' ? s[0] - ('a' - 'A') : s[0];
   }
 
+  if (vals[TOP_AUTO_PROMOTE] &&
+      get_bool (ld, "", keys[TOP_AUTO_PROMOTE], vals[TOP_AUTO_PROMOTE],
+                &cfg->cf_auto_promote) == -1)
+    return -1;
   if (vals[TOP_NET] &&
       parse_net (ld, keys[TOP_NET], vals[TOP_NET], cfg) == -1)
     return -1;
@@ -1324,6 +1329,7 @@ config_load (const char *path, struct repl_config *cfg, char *err, size_t errlen
   if (err && errlen > 0)
     err[0] = '\0';
   cfg->cf_protocol = 'C';
+  cfg->cf_auto_promote = true;
   cfg->cf_ping_interval_ms = 1000;
   cfg->cf_ping_timeout_ms = 5000;
   cfg->cf_timeout_ms = 6000;

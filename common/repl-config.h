@@ -5,6 +5,9 @@
  *
  *   resource: r0                 # [A-Za-z0-9_.-], 1..63 chars
  *   protocol: C                  # A | B | C, default C
+ *   auto-promote: true           # a secondary that is UpToDate, with no
+ *                                #   primary connected, is promoted by
+ *                                #   its first client (default true)
  *   net:                         # optional
  *     ping-interval: 1           # seconds between keepalive pings (0.1..60)
  *     ping-timeout: 5            # peer dead after this long silent (0.2..600)
@@ -87,6 +90,7 @@ struct repl_config {
   char *cf_path;                /* the file as given */
   char *cf_resource;
   char cf_protocol;             /* 'A', 'B' or 'C' */
+  bool cf_auto_promote;         /* promote on the first client open */
   unsigned cf_ping_interval_ms;     /* default 1000 */
   unsigned cf_ping_timeout_ms;      /* default 5000 */
   unsigned cf_timeout_ms;           /* default 6000 */

@@ -343,6 +343,8 @@ struct repl_node {
   pthread_mutex_t n_role_lock;  /* serialises role changes and client
                                    opens against them (role.c) */
   atomic_uint_fast64_t n_clients; /* NBD client connections open */
+  bool n_auto_promoted;         /* promoted by a client open (auto-promote):
+                                   demoted when the last one closes */
   pthread_mutex_t n_lock;       /* guards n_role, n_disk, n_primary */
   pthread_cond_t n_cond;        /* signalled when stopping */
   enum repl_role n_role;
@@ -418,6 +420,8 @@ extern void meta_al_end (struct repl_node *node, uint64_t offset,
 /* role.c */
 extern int role_handle_state (struct peer *p, uint64_t gen,
                               const struct repl_hdr *h);
+extern void role_auto_promote_locked (struct repl_node *node);
+extern void role_auto_demote_locked (struct repl_node *node);
 
 /* listener.c */
 extern void *listener_thread (void *arg);

@@ -161,6 +161,41 @@ demote (struct repl_node *node, char *err, size_t errlen)
   return 0;
 }
 
+/* auto-promote (DRBD 9's default): the first client open of a secondary
+ * that is UpToDate, with no connected peer primary, promotes it; when the
+ * last client closes it is demoted again.  If the conditions do not
+ * hold nothing happens, and the open is refused as on any secondary.
+ * n_role_lock held. */
+void
+role_auto_promote_locked (struct repl_node *node)
+{
+  enum repl_disk_state disk;
+  char err[256];
+
+  pthread_mutex_lock (&node->n_lock);
+  disk = node->n_disk;
+  pthread_mutex_unlock (&node->n_lock);
+  if (disk != REPL_DISK_UPTODATE)
+    return;
+  if (promote (node, false, err, sizeof err) == 0) {
+    node->n_auto_promoted = true;
+    log_info ("node %s: auto-promoted by a client", node->n_self->nc_name);
+  }
+  else
+    log_info ("node %s: not auto-promoted: %s", node->n_self->nc_name, err);
+}
+
+void
+role_auto_demote_locked (struct repl_node *node)
+{
+  char err[256];
+
+  node->n_auto_promoted = false;
+  if (demote (node, err, sizeof err) == -1)
+    log_error ("node %s: auto-demote after the last client: %s",
+               node->n_self->nc_name, err);
+}
+
 /* `replctl primary [--force]` / `replctl secondary`. */
 int
 engine_set_role (struct repl_node *node, bool primary, bool force,
@@ -176,6 +211,9 @@ engine_set_role (struct repl_node *node, bool primary, bool force,
     r = promote (node, force, err, errlen);
   else
     r = demote (node, err, errlen);
+  /* An explicit role is the operator's: no auto-demote later. */
+  if (r == 0)
+    node->n_auto_promoted = false;
   pthread_mutex_unlock (&node->n_role_lock);
   return r;
 }
