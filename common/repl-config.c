@@ -1242,13 +1242,16 @@ parse_nodes (struct loader *ld, const yaml_node_t *key, const yaml_node_t *seq,
   return 0;
 }
 
-enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_NET, TOP_METADATA,
-       TOP_RESYNC, TOP_NODES, TOP_NKEYS };
+enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_QUORUM,
+       TOP_ON_NO_QUORUM, TOP_NET, TOP_METADATA, TOP_RESYNC, TOP_NODES,
+       TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
   [TOP_PROTOCOL] = "protocol",
   [TOP_AUTO_PROMOTE] = "auto-promote",
+  [TOP_QUORUM] = "quorum",
+  [TOP_ON_NO_QUORUM] = "on-no-quorum",
   [TOP_NET] = "net",
   [TOP_METADATA] = "metadata",
   [TOP_RESYNC] = "resync",
@@ -1298,6 +1301,35 @@ parse_top (struct loader *ld, struct repl_config *cfg)
       get_bool (ld, "", keys[TOP_AUTO_PROMOTE], vals[TOP_AUTO_PROMOTE],
                 &cfg->cf_auto_promote) == -1)
     return -1;
+  if (vals[TOP_QUORUM]) {
+    if (get_text (ld, "", keys[TOP_QUORUM], vals[TOP_QUORUM], &s) == -1)
+      return -1;
+    if (strcmp (s, "majority") == 0)
+      cfg->cf_quorum = REPL_QUORUM_MAJORITY;
+    else if (strcmp (s, "all") == 0)
+      cfg->cf_quorum = REPL_QUORUM_ALL;
+    else if (strcmp (s, "off") == 0)
+      cfg->cf_quorum = REPL_QUORUM_OFF;
+    else {
+      load_error (ld, node_line (vals[TOP_QUORUM]),
+                  "quorum: '%s' is not majority, all or off", s);
+      return -1;
+    }
+  }
+  if (vals[TOP_ON_NO_QUORUM]) {
+    if (get_text (ld, "", keys[TOP_ON_NO_QUORUM], vals[TOP_ON_NO_QUORUM],
+                  &s) == -1)
+      return -1;
+    if (strcmp (s, "suspend-io") == 0)
+      cfg->cf_on_no_quorum_suspend = true;
+    else if (strcmp (s, "io-error") == 0)
+      cfg->cf_on_no_quorum_suspend = false;
+    else {
+      load_error (ld, node_line (vals[TOP_ON_NO_QUORUM]),
+                  "on-no-quorum: '%s' is not suspend-io or io-error", s);
+      return -1;
+    }
+  }
   if (vals[TOP_NET] &&
       parse_net (ld, keys[TOP_NET], vals[TOP_NET], cfg) == -1)
     return -1;
@@ -1306,7 +1338,14 @@ parse_top (struct loader *ld, struct repl_config *cfg)
   if (vals[TOP_RESYNC] && parse_resync (ld, vals[TOP_RESYNC], cfg) == -1)
     return -1;
 
-  return parse_nodes (ld, keys[TOP_NODES], vals[TOP_NODES], cfg);
+  if (parse_nodes (ld, keys[TOP_NODES], vals[TOP_NODES], cfg) == -1)
+    return -1;
+  /* Default: majority with 3 or more nodes (2 nodes have no majority
+   * once one is gone), off with fewer. */
+  if (cfg->cf_quorum == REPL_QUORUM_DEFAULT)
+    cfg->cf_quorum = cfg->cf_nnodes >= 3 ? REPL_QUORUM_MAJORITY
+                                         : REPL_QUORUM_OFF;
+  return 0;
 }
 
 /*----------------------------------------------------------------------

@@ -5,6 +5,9 @@
  *
  *   resource: r0                 # [A-Za-z0-9_.-], 1..63 chars
  *   protocol: C                  # A | B | C, default C
+ *   quorum: majority             # majority | all | off; default majority
+ *                                #   with 3 or more nodes, else off
+ *   on-no-quorum: io-error       # io-error | suspend-io (default io-error)
  *   auto-promote: true           # a secondary that is UpToDate, with no
  *                                #   primary connected, is promoted by
  *                                #   its first client (default true)
@@ -57,6 +60,14 @@
 #define REPL_META_SUFFIX  ".meta"       /* default meta: DISK.meta */
 #define REPL_MAX_RATE     (UINT64_C (1) << 40)  /* 1 TiB/s */
 
+enum repl_quorum {
+  REPL_QUORUM_DEFAULT = 0,      /* not given: set by the loader */
+  REPL_QUORUM_OFF,
+  REPL_QUORUM_MAJORITY,         /* more than half of the nodes, this one
+                                   included, are connected */
+  REPL_QUORUM_ALL,
+};
+
 struct repl_node_cfg {
   char *nc_name;
   unsigned nc_id;
@@ -91,6 +102,8 @@ struct repl_config {
   char *cf_resource;
   char cf_protocol;             /* 'A', 'B' or 'C' */
   bool cf_auto_promote;         /* promote on the first client open */
+  enum repl_quorum cf_quorum;   /* never REPL_QUORUM_DEFAULT after load */
+  bool cf_on_no_quorum_suspend; /* suspend writes (else fail them) */
   unsigned cf_ping_interval_ms;     /* default 1000 */
   unsigned cf_ping_timeout_ms;      /* default 5000 */
   unsigned cf_timeout_ms;           /* default 6000 */

@@ -597,6 +597,9 @@ control_status (struct repl_node *node, bool json)
                 (uint64_t) atomic_load (&node->n_reads),
                 (uint64_t) atomic_load (&node->n_read_bytes));
     json_node_meta (&b, node, &ns);
+    buf_printf (&b, ",\"quorum\":%s,\"auto_promote\":%s",
+                node_has_quorum (node) ? "true" : "false",
+                node->n_cfg.cf_auto_promote ? "true" : "false");
     buf_printf (&b, ",\"peers\":[");
     for (i = 0; i < node->n_npeers; i++) {
       const struct peer_snapshot *s = &snaps[i];
@@ -636,6 +639,13 @@ control_status (struct repl_node *node, bool json)
                 role_name (ns.role), disk_state_name (ns.disk), size,
                 node->n_cfg.cf_protocol, in_flight);
     human_node_meta (&b, node, &ns);
+    if (node->n_cfg.cf_quorum != REPL_QUORUM_OFF)
+      buf_printf (&b, "  quorum:%s (%s, on loss: %s)\n",
+                  node_has_quorum (node) ? "yes" : "NO",
+                  node->n_cfg.cf_quorum == REPL_QUORUM_ALL ? "all"
+                                                           : "majority",
+                  node->n_cfg.cf_on_no_quorum_suspend ? "suspend-io"
+                                                      : "io-error");
     for (i = 0; i < node->n_npeers; i++) {
       const struct peer_snapshot *s = &snaps[i];
       char oos[32], done[32], total[32];

@@ -350,6 +350,7 @@ struct repl_node {
   enum repl_role n_role;
   enum repl_disk_state n_disk;
   int n_primary_id;             /* the primary as far as we know, or -1 */
+  bool n_quorum;                /* as of the last peer change (role.c) */
   bool n_stopping;
 
   /* Metadata (meta.c). */
@@ -421,6 +422,9 @@ extern void meta_al_end (struct repl_node *node, uint64_t offset,
 extern int role_handle_state (struct peer *p, uint64_t gen,
                               const struct repl_hdr *h);
 extern void role_auto_promote_locked (struct repl_node *node);
+extern bool node_has_quorum (struct repl_node *node);
+extern void node_quorum_changed (struct repl_node *node);
+extern int quorum_check_write (struct repl_node *node);
 extern void role_auto_demote_locked (struct repl_node *node);
 
 /* listener.c */

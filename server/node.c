@@ -84,6 +84,7 @@ start_role (struct repl_node *node)
   uint32_t flags = node->n_md.md_super.ms_flags;
   size_t i;
 
+  node->n_quorum = node_has_quorum (node);
   if (node->n_role == REPL_ROLE_PRIMARY) {
     if (!(flags & MD_FLAG_CONSISTENT)) {
       log_info ("node %s: disk was not Consistent; role=primary declares "

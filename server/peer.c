@@ -471,6 +471,7 @@ peer_thread (void *arg)
     if (hello.role == REPL_ROLE_PRIMARY)
       node->n_primary_id = p->pr_cfg->nc_id;
     pthread_mutex_unlock (&node->n_lock);
+    node_quorum_changed (node);
 
     sync_on_connect (p, gen, &hello);
     peer_receive_loop (p, gen, fd);
@@ -494,6 +495,7 @@ peer_thread (void *arg)
       node->n_primary_id = -1;
     pthread_mutex_unlock (&node->n_lock);
     log_info ("peer %s: disconnected", name);
+    node_quorum_changed (node);
     sync_on_lost (p);
   }
   return NULL;

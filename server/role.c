@@ -18,6 +18,75 @@
 #include "internal.h"
 #include "log.h"
 
+/* Does this node, with the peers connected now, have quorum? */
+bool
+node_has_quorum (struct repl_node *node)
+{
+  size_t i, votes = 1, total = node->n_cfg.cf_nnodes;
+
+  if (node->n_cfg.cf_quorum == REPL_QUORUM_OFF)
+    return true;
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *p = node->n_peers[i];
+
+    pthread_mutex_lock (&p->pr_lock);
+    if (p->pr_state == CONN_CONNECTED)
+      votes++;
+    pthread_mutex_unlock (&p->pr_lock);
+  }
+  if (node->n_cfg.cf_quorum == REPL_QUORUM_ALL)
+    return votes == total;
+  return 2 * votes > total;
+}
+
+/* A peer connected or went away: writers suspended for want of quorum
+ * look again, and the change is logged once. */
+void
+node_quorum_changed (struct repl_node *node)
+{
+  bool q = node_has_quorum (node);
+
+  pthread_mutex_lock (&node->n_lock);
+  if (q != node->n_quorum) {
+    node->n_quorum = q;
+    if (node->n_role == REPL_ROLE_PRIMARY) {
+      if (q)
+        log_info ("node %s: quorum regained; writes go on",
+                  node->n_self->nc_name);
+      else
+        log_error ("node %s: quorum lost (%s): writes %s until enough "
+                   "peers are back", node->n_self->nc_name,
+                   node->n_cfg.cf_quorum == REPL_QUORUM_ALL
+                   ? "not every node is connected"
+                   : "no majority of the nodes is connected",
+                   node->n_cfg.cf_on_no_quorum_suspend
+                   ? "are suspended" : "fail with EIO");
+    }
+  }
+  pthread_cond_broadcast (&node->n_cond);
+  pthread_mutex_unlock (&node->n_lock);
+}
+
+/* The write path: may a write go on?  Without quorum, either fail it
+ * (on-no-quorum: io-error) or wait until quorum is back or the node
+ * stops (suspend-io).  Returns 0, or -1 with errno EIO. */
+int
+quorum_check_write (struct repl_node *node)
+{
+  int r = 0;
+
+  pthread_mutex_lock (&node->n_lock);
+  while (!node->n_quorum && !node->n_stopping &&
+         node->n_cfg.cf_on_no_quorum_suspend)
+    pthread_cond_wait (&node->n_cond, &node->n_lock);
+  if (!node->n_quorum) {
+    errno = EIO;
+    r = -1;
+  }
+  pthread_mutex_unlock (&node->n_lock);
+  return r;
+}
+
 /* Tell every connected peer our role and disk state. */
 static void
 announce_state (struct repl_node *node)
@@ -61,6 +130,12 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
                 "(replctl secondary on it)", p->pr_cfg->nc_name);
       return -1;
     }
+  }
+  if (!node_has_quorum (node)) {
+    snprintf (err, errlen, "no quorum: too few nodes are connected "
+              "(quorum: %s)", node->n_cfg.cf_quorum == REPL_QUORUM_ALL
+              ? "all" : "majority");
+    return -1;
   }
   pthread_mutex_lock (&node->n_lock);
   disk = node->n_disk;

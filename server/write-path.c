@@ -130,7 +130,9 @@ check_primary (struct repl_node *node)
                node->n_self->nc_name);
     return -1;
   }
-  return 0;
+  /* A primary without quorum must not complete writes: the other side of
+   * a partition may have promoted a node of its own. */
+  return quorum_check_write (node);
 }
 
 /* Writes, trims and zeroes: split into messages the wire allows, all
