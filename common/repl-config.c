@@ -1242,9 +1242,62 @@ parse_nodes (struct loader *ld, const yaml_node_t *key, const yaml_node_t *seq,
   return 0;
 }
 
+static const char *const handler_keys[REPL_HANDLER_NKEYS] = {
+  [REPL_HANDLER_SPLIT_BRAIN] = "split-brain",
+  [REPL_HANDLER_BEFORE_RESYNC_TARGET] = "before-resync-target",
+  [REPL_HANDLER_AFTER_RESYNC_TARGET] = "after-resync-target",
+  [REPL_HANDLER_FENCE_PEER] = "fence-peer",
+  [REPL_HANDLER_ROLE_CHANGE] = "role-change",
+};
+
+const char *
+config_handler_name (enum repl_handler h)
+{
+  return handler_keys[h];
+}
+
+/* handlers: a mapping of event to a shell command. */
+static int
+parse_handlers (struct loader *ld, const yaml_node_t *map,
+                struct repl_config *cfg)
+{
+  static const char where[] = "handlers: ";
+  yaml_node_t *keys[REPL_HANDLER_NKEYS], *vals[REPL_HANDLER_NKEYS];
+  const char *s;
+  size_t i;
+
+  if (is_null (map))
+    return 0;
+  if (map->type != YAML_MAPPING_NODE) {
+    load_error (ld, node_line (map), "handlers: expected a mapping, got %s",
+                node_kind (map));
+    return -1;
+  }
+  if (collect_keys (ld, map, where, handler_keys, REPL_HANDLER_NKEYS,
+                    keys, vals) == -1)
+    return -1;
+  for (i = 0; i < REPL_HANDLER_NKEYS; i++) {
+    if (vals[i] == NULL)
+      continue;
+    if (get_text (ld, where, keys[i], vals[i], &s) == -1)
+      return -1;
+    if (s[0] == '\0') {
+      load_error (ld, node_line (vals[i]), "handlers: %s: empty command",
+                  handler_keys[i]);
+      return -1;
+    }
+    cfg->cf_handlers[i] = strdup (s);
+    if (cfg->cf_handlers[i] == NULL) {
+      load_oom (ld);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_QUORUM,
-       TOP_ON_NO_QUORUM, TOP_NET, TOP_METADATA, TOP_RESYNC, TOP_NODES,
-       TOP_NKEYS };
+       TOP_ON_NO_QUORUM, TOP_NET, TOP_METADATA, TOP_RESYNC, TOP_HANDLERS,
+       TOP_NODES, TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
@@ -1255,6 +1308,7 @@ static const char *const top_keys[TOP_NKEYS] = {
   [TOP_NET] = "net",
   [TOP_METADATA] = "metadata",
   [TOP_RESYNC] = "resync",
+  [TOP_HANDLERS] = "handlers",
   [TOP_NODES] = "nodes",
 };
 
@@ -1336,6 +1390,9 @@ parse_top (struct loader *ld, struct repl_config *cfg)
   if (vals[TOP_METADATA] && parse_metadata (ld, vals[TOP_METADATA], cfg) == -1)
     return -1;
   if (vals[TOP_RESYNC] && parse_resync (ld, vals[TOP_RESYNC], cfg) == -1)
+    return -1;
+  if (vals[TOP_HANDLERS] &&
+      parse_handlers (ld, vals[TOP_HANDLERS], cfg) == -1)
     return -1;
 
   if (parse_nodes (ld, keys[TOP_NODES], vals[TOP_NODES], cfg) == -1)
@@ -1420,6 +1477,8 @@ config_free (struct repl_config *cfg)
     free (cfg->cf_nodes[i].nc_control);
     free (cfg->cf_nodes[i].nc_meta);
   }
+  for (i = 0; i < REPL_HANDLER_NKEYS; i++)
+    free (cfg->cf_handlers[i]);
   memset (cfg, 0, sizeof *cfg);
 }
 

@@ -60,6 +60,16 @@
 #define REPL_META_SUFFIX  ".meta"       /* default meta: DISK.meta */
 #define REPL_MAX_RATE     (UINT64_C (1) << 40)  /* 1 TiB/s */
 
+/* Events that run a configured command (DRBD's handlers, HAST's exec). */
+enum repl_handler {
+  REPL_HANDLER_SPLIT_BRAIN,
+  REPL_HANDLER_BEFORE_RESYNC_TARGET,
+  REPL_HANDLER_AFTER_RESYNC_TARGET,
+  REPL_HANDLER_FENCE_PEER,
+  REPL_HANDLER_ROLE_CHANGE,
+  REPL_HANDLER_NKEYS
+};
+
 enum repl_quorum {
   REPL_QUORUM_DEFAULT = 0,      /* not given: set by the loader */
   REPL_QUORUM_OFF,
@@ -103,6 +113,7 @@ struct repl_config {
   char cf_protocol;             /* 'A', 'B' or 'C' */
   bool cf_auto_promote;         /* promote on the first client open */
   enum repl_quorum cf_quorum;   /* never REPL_QUORUM_DEFAULT after load */
+  char *cf_handlers[REPL_HANDLER_NKEYS]; /* shell commands, or NULL */
   bool cf_on_no_quorum_suspend; /* suspend writes (else fail them) */
   unsigned cf_ping_interval_ms;     /* default 1000 */
   unsigned cf_ping_timeout_ms;      /* default 5000 */
@@ -169,6 +180,9 @@ extern int config_load (const char *path, struct repl_config *cfg,
                         char *err, size_t errlen);
 
 extern void config_free (struct repl_config *cfg);
+
+/* "split-brain", "role-change", ... */
+extern const char *config_handler_name (enum repl_handler h);
 
 /* The node called name, or NULL. */
 extern const struct repl_node_cfg *config_find_node (const struct repl_config *cfg,

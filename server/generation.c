@@ -136,6 +136,16 @@ gen_decide (struct repl_node *node, struct peer *p,
     d = node->n_self->nc_id < p->pr_cfg->nc_id
         ? UUID_SYNC_SOURCE_BITMAP : UUID_SYNC_TARGET_BITMAP;
 
+  if (d == UUID_SPLIT_BRAIN) {
+    bool first;
+
+    pthread_mutex_lock (&p->pr_lock);
+    first = !p->pr_split_brain;
+    p->pr_split_brain = true;
+    pthread_mutex_unlock (&p->pr_lock);
+    if (first)
+      handler_run (node, REPL_HANDLER_SPLIT_BRAIN, p);
+  }
   if (uuid_decision_refuses (d)) {
     snprintf (err, errlen, "refusing connection: %s (rule %d: %s); ours: "
               "current %016" PRIx64 " bitmap %016" PRIx64 ", peer's: "

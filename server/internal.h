@@ -175,6 +175,8 @@ struct peer {
    * decision made at connect (generation.c). */
   struct gen_uuids pr_peer_uuids;
   int pr_decision;              /* enum uuid_decision */
+  bool pr_split_brain;          /* the last connect attempt found split
+                                   brain (the handler ran once for it) */
   bool pr_bitmap_pending;       /* sync source: the target's bitmap has
                                    not all arrived; no resync before */
   uint64_t pr_bitmap_rx_bytes;  /* ... bytes of it so far */
@@ -417,6 +419,10 @@ extern int meta_al_begin (struct repl_node *node, uint64_t offset,
                           uint64_t len);
 extern void meta_al_end (struct repl_node *node, uint64_t offset,
                          uint64_t len);
+
+/* handler.c */
+extern void handler_run (struct repl_node *node, enum repl_handler h,
+                         const struct peer *p);
 
 /* role.c */
 extern int role_handle_state (struct peer *p, uint64_t gen,

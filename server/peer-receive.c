@@ -188,6 +188,7 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     if (h->offset > 0) {
       /* Not Consistent until the end (an interrupted resync leaves a
        * disk that is not); a fresh disk takes the source's generation. */
+      handler_run (node, REPL_HANDLER_BEFORE_RESYNC_TARGET, p);
       if (gen_resync_start_target (node, p, &p->pr_peer_uuids) == -1)
         return -2;
       node_set_disk (node, REPL_DISK_INCONSISTENT);
@@ -207,6 +208,7 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     if (meta_write_peer_bitmap (node, p) == -1)
       return -2;
     sync_send_uuids (p);        /* the source learns our new generation */
+    handler_run (node, REPL_HANDLER_AFTER_RESYNC_TARGET, p);
     pthread_mutex_lock (&p->pr_lock);
     p->pr_resyncing = false;
     pthread_mutex_unlock (&p->pr_lock);

@@ -94,6 +94,9 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   }
   log_info ("peer %s: generations: %s (rule %d: %s)", name,
             uuid_decision_name (d), rule, uuid_rule_name (rule));
+  pthread_mutex_lock (&p->pr_lock);
+  p->pr_split_brain = false;
+  pthread_mutex_unlock (&p->pr_lock);
 
   if (we_primary && uuid_decision_is_source (d)) {
     if (uuid_decision_is_full (d)) {
@@ -143,6 +146,7 @@ sync_on_lost (struct peer *p)
 
   if (node_role (node) != REPL_ROLE_PRIMARY)
     return;
+  handler_run (node, REPL_HANDLER_FENCE_PEER, p);
   if (gen_peer_lost (node, p) == 0)
     return;
   for (i = 0; i < node->n_npeers; i++)

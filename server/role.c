@@ -192,6 +192,7 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
   log_info ("node %s: now Primary%s", node->n_self->nc_name,
             force ? " (forced)" : "");
   announce_state (node);
+  handler_run (node, REPL_HANDLER_ROLE_CHANGE, NULL);
   /* A connected peer whose disk is not UpToDate was not resynced by
    * anyone (only a primary resyncs): reconnect, so that the decision is
    * made again with this node as primary. */
@@ -233,6 +234,7 @@ demote (struct repl_node *node, char *err, size_t errlen)
   pthread_mutex_unlock (&node->n_lock);
   log_info ("node %s: now Secondary", node->n_self->nc_name);
   announce_state (node);
+  handler_run (node, REPL_HANDLER_ROLE_CHANGE, NULL);
   return 0;
 }
 

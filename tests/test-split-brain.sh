@@ -15,6 +15,11 @@ requires jq --version
 requires /usr/bin/python3 -c 'import nbd'
 
 make_config 2 C 64M
+# The split-brain handler records each run.
+cat >>"$CONFIG" <<EOT
+handlers:
+  split-brain: 'echo "\$NBDREPL_NODE \$NBDREPL_PEER" >>$tmpdir/split-brain-events'
+EOT
 start_node node0 role=primary
 start_node node1
 wait_uptodate node0
@@ -127,4 +132,14 @@ disks_unchanged "after the split-brain connection attempt"
 # Neither node recorded a resync of the other.
 [ "$(grep -c "resync started" "$tmpdir/node1.log")" -eq 1 ] ||
     fail "node1 was resynced after the split brain"
+# The split-brain handler ran on both nodes, once each however often they
+# tried to connect.
+for pair in "node0 node1" "node1 node0"; do
+    for (( i=0; i<100; i++ )); do
+        grep -qxF "$pair" "$tmpdir/split-brain-events" 2>/dev/null && break
+        sleep 0.1
+    done
+    [ "$(grep -cxF "$pair" "$tmpdir/split-brain-events" 2>/dev/null)" -eq 1 ] ||
+        fail "split-brain handler for '$pair' ran $(grep -cxF "$pair" "$tmpdir/split-brain-events" 2>/dev/null || echo 0) times, expected once"
+done
 info "ok"
