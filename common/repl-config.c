@@ -1295,9 +1295,50 @@ parse_handlers (struct loader *ld, const yaml_node_t *map,
   return 0;
 }
 
+static const char *const sb_policy_names[] = {
+  [REPL_SB_DISCONNECT] = "disconnect",
+  [REPL_SB_DISCARD_ZERO_CHANGES] = "discard-zero-changes",
+  [REPL_SB_DISCARD_LEAST_CHANGES] = "discard-least-changes",
+  [REPL_SB_DISCARD_SECONDARY] = "discard-secondary",
+};
+
+const char *
+config_sb_policy_name (enum repl_sb_policy p)
+{
+  return sb_policy_names[p];
+}
+
+/* after-sb-0pri / after-sb-1pri. */
+static int
+get_sb_policy (struct loader *ld, const yaml_node_t *key,
+               const yaml_node_t *val, bool one_primary,
+               enum repl_sb_policy *out)
+{
+  const char *s;
+  size_t i;
+
+  if (get_text (ld, "", key, val, &s) == -1)
+    return -1;
+  for (i = 0; i < sizeof sb_policy_names / sizeof sb_policy_names[0]; i++)
+    if (strcmp (s, sb_policy_names[i]) == 0 &&
+        (one_primary || i != REPL_SB_DISCARD_SECONDARY)) {
+      *out = i;
+      return 0;
+    }
+  if (strcmp (s, "discard-younger-primary") == 0)
+    load_error (ld, node_line (val), "%s: discard-younger-primary is not "
+                "supported in this version", (const char *) key->data.scalar.value);
+  else
+    load_error (ld, node_line (val), "%s: '%s' is not disconnect, "
+                "discard-zero-changes or discard-least-changes%s",
+                (const char *) key->data.scalar.value, s,
+                one_primary ? " or discard-secondary" : "");
+  return -1;
+}
+
 enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_QUORUM,
-       TOP_ON_NO_QUORUM, TOP_NET, TOP_METADATA, TOP_RESYNC, TOP_HANDLERS,
-       TOP_NODES, TOP_NKEYS };
+       TOP_ON_NO_QUORUM, TOP_AFTER_SB_0PRI, TOP_AFTER_SB_1PRI, TOP_NET,
+       TOP_METADATA, TOP_RESYNC, TOP_HANDLERS, TOP_NODES, TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
@@ -1305,6 +1346,8 @@ static const char *const top_keys[TOP_NKEYS] = {
   [TOP_AUTO_PROMOTE] = "auto-promote",
   [TOP_QUORUM] = "quorum",
   [TOP_ON_NO_QUORUM] = "on-no-quorum",
+  [TOP_AFTER_SB_0PRI] = "after-sb-0pri",
+  [TOP_AFTER_SB_1PRI] = "after-sb-1pri",
   [TOP_NET] = "net",
   [TOP_METADATA] = "metadata",
   [TOP_RESYNC] = "resync",
@@ -1384,6 +1427,14 @@ parse_top (struct loader *ld, struct repl_config *cfg)
       return -1;
     }
   }
+  if (vals[TOP_AFTER_SB_0PRI] &&
+      get_sb_policy (ld, keys[TOP_AFTER_SB_0PRI], vals[TOP_AFTER_SB_0PRI],
+                     false, &cfg->cf_after_sb_0pri) == -1)
+    return -1;
+  if (vals[TOP_AFTER_SB_1PRI] &&
+      get_sb_policy (ld, keys[TOP_AFTER_SB_1PRI], vals[TOP_AFTER_SB_1PRI],
+                     true, &cfg->cf_after_sb_1pri) == -1)
+    return -1;
   if (vals[TOP_NET] &&
       parse_net (ld, keys[TOP_NET], vals[TOP_NET], cfg) == -1)
     return -1;

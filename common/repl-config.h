@@ -8,6 +8,10 @@
  *   quorum: majority             # majority | all | off; default majority
  *                                #   with 3 or more nodes, else off
  *   on-no-quorum: io-error       # io-error | suspend-io (default io-error)
+ *   after-sb-0pri: disconnect    # split brain, no primary: disconnect |
+ *                                #   discard-zero-changes | discard-least-changes
+ *   after-sb-1pri: disconnect    # ... one primary: the same, or
+ *                                #   discard-secondary
  *   auto-promote: true           # a secondary that is UpToDate, with no
  *                                #   primary connected, is promoted by
  *                                #   its first client (default true)
@@ -70,6 +74,14 @@ enum repl_handler {
   REPL_HANDLER_NKEYS
 };
 
+/* What to do about a split brain found at connect (DRBD's after-sb-*). */
+enum repl_sb_policy {
+  REPL_SB_DISCONNECT = 0,       /* refuse; an operator decides */
+  REPL_SB_DISCARD_ZERO_CHANGES, /* the side that changed nothing loses */
+  REPL_SB_DISCARD_LEAST_CHANGES, /* the side that changed less loses */
+  REPL_SB_DISCARD_SECONDARY,    /* (one primary) the secondary loses */
+};
+
 enum repl_quorum {
   REPL_QUORUM_DEFAULT = 0,      /* not given: set by the loader */
   REPL_QUORUM_OFF,
@@ -115,6 +127,8 @@ struct repl_config {
   enum repl_quorum cf_quorum;   /* never REPL_QUORUM_DEFAULT after load */
   char *cf_handlers[REPL_HANDLER_NKEYS]; /* shell commands, or NULL */
   bool cf_on_no_quorum_suspend; /* suspend writes (else fail them) */
+  enum repl_sb_policy cf_after_sb_0pri;   /* neither node primary */
+  enum repl_sb_policy cf_after_sb_1pri;   /* one node primary */
   unsigned cf_ping_interval_ms;     /* default 1000 */
   unsigned cf_ping_timeout_ms;      /* default 5000 */
   unsigned cf_timeout_ms;           /* default 6000 */
@@ -183,6 +197,7 @@ extern void config_free (struct repl_config *cfg);
 
 /* "split-brain", "role-change", ... */
 extern const char *config_handler_name (enum repl_handler h);
+extern const char *config_sb_policy_name (enum repl_sb_policy p);
 
 /* The node called name, or NULL. */
 extern const struct repl_node_cfg *config_find_node (const struct repl_config *cfg,

@@ -322,7 +322,7 @@ wire_encode_uuids (const struct repl_uuids *u, uint8_t out[REPL_UUIDS_SIZE])
   put_be64 (out + 16, u->history[0]);
   put_be64 (out + 24, u->history[1]);
   put_be32 (out + 32, u->flags);
-  put_be32 (out + 36, 0);
+  put_be32 (out + 36, u->changes);
 }
 
 int
@@ -337,9 +337,7 @@ wire_decode_uuids (const uint8_t *in, size_t len, struct repl_uuids *u,
   u->history[0] = get_be64 (in + 16);
   u->history[1] = get_be64 (in + 24);
   u->flags = get_be32 (in + 32);
-  if (get_be32 (in + 36) != 0)
-    return wire_error (err, errlen, "UUIDS: reserved field 0x%08" PRIx32
-                       " is not 0", get_be32 (in + 36));
+  u->changes = get_be32 (in + 36);
   return 0;
 }
 

@@ -112,7 +112,9 @@ enum repl_disk_state {
  *   8  8 bitmap      the bitmap UUID it holds for the receiver
  *  16 16 history[2]  its history UUIDs, newest first
  *  32  4 flags       GU_FLAG_* (checked by the receiver, uuid_check)
- *  36  4 reserved    0
+ *  36  4 changes     chunks the sender's bitmap for the receiver has set
+ *                    (what it changed that the receiver lacks), at most
+ *                    UINT32_MAX; for the split-brain policies
  */
 #define REPL_UUIDS_SIZE 40
 
@@ -121,6 +123,7 @@ struct repl_uuids {
   uint64_t bitmap;
   uint64_t history[2];
   uint32_t flags;
+  uint32_t changes;
 };
 
 /* HELLO payload, REPL_HELLO_SIZE bytes, big-endian:
@@ -179,7 +182,7 @@ extern int wire_check_range (const struct repl_hdr *h, uint64_t dev_size,
 
 extern void wire_encode_uuids (const struct repl_uuids *u,
                                uint8_t out[REPL_UUIDS_SIZE]);
-/* Checks length and the reserved field only. */
+/* Checks the length only (the caller checks the UUIDs, uuid_check). */
 extern int wire_decode_uuids (const uint8_t *in, size_t len,
                               struct repl_uuids *u, char *err,
                               size_t errlen);

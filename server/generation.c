@@ -109,6 +109,57 @@ gen_from_wire (const struct repl_uuids *w, struct gen_uuids *u)
   u->gu_flags = w->flags;
 }
 
+/* A split brain with peer p: does the configured policy say who loses?
+ * Returns 1 if this node discards its data, 2 if the peer does, 0 if
+ * nobody (disconnect).  Both nodes come to the same answer: they see the
+ * same roles and the same two change counts. */
+static int
+split_brain_loser (struct repl_node *node, struct peer *p,
+                   const struct repl_hello *h, uint64_t *ours,
+                   uint64_t *theirs)
+{
+  bool we_primary = node_role (node) == REPL_ROLE_PRIMARY;
+  bool peer_primary = h->role == REPL_ROLE_PRIMARY;
+  enum repl_sb_policy policy;
+  bool we_lose;
+
+  pthread_mutex_lock (&p->pr_lock);
+  *ours = bitmap_count (&p->pr_bitmap);
+  pthread_mutex_unlock (&p->pr_lock);
+  *theirs = h->uuids.changes;
+  if (*ours > UINT32_MAX)
+    *ours = UINT32_MAX;
+
+  if (we_primary && peer_primary)
+    return 0;
+  policy = we_primary || peer_primary ? node->n_cfg.cf_after_sb_1pri
+                                      : node->n_cfg.cf_after_sb_0pri;
+  switch (policy) {
+  case REPL_SB_DISCONNECT:
+    return 0;
+  case REPL_SB_DISCARD_ZERO_CHANGES:
+    if (*ours > 0 && *theirs > 0)
+      return 0;
+    /* Both unchanged: nothing is lost either way; the higher id yields. */
+    we_lose = *ours == 0 &&
+              (*theirs > 0 || node->n_self->nc_id > p->pr_cfg->nc_id);
+    break;
+  case REPL_SB_DISCARD_LEAST_CHANGES:
+    we_lose = *ours < *theirs ||
+              (*ours == *theirs && node->n_self->nc_id > p->pr_cfg->nc_id);
+    break;
+  case REPL_SB_DISCARD_SECONDARY:
+    we_lose = !we_primary;
+    break;
+  default:
+    abort ();
+  }
+  /* A primary's data is what its clients see: never discarded here. */
+  if ((we_lose && we_primary) || (!we_lose && peer_primary))
+    return 0;
+  return we_lose ? 1 : 2;
+}
+
 /* Decide what happens when we connect to p, which sent hello h.  Returns
  * the decision (never TIEBREAK: resolved by node id), or -1 with the
  * reason in err if the connection must be refused. */
@@ -137,7 +188,9 @@ gen_decide (struct repl_node *node, struct peer *p,
         ? UUID_SYNC_SOURCE_BITMAP : UUID_SYNC_TARGET_BITMAP;
 
   if (d == UUID_SPLIT_BRAIN) {
+    uint64_t ours, theirs;
     bool first;
+    int loser;
 
     pthread_mutex_lock (&p->pr_lock);
     first = !p->pr_split_brain;
@@ -145,6 +198,30 @@ gen_decide (struct repl_node *node, struct peer *p,
     pthread_mutex_unlock (&p->pr_lock);
     if (first)
       handler_run (node, REPL_HANDLER_SPLIT_BRAIN, p);
+
+    loser = split_brain_loser (node, p, h, &ours, &theirs);
+    if (loser != 0) {
+      const char *policy = config_sb_policy_name
+        (we_primary || peer_primary ? node->n_cfg.cf_after_sb_1pri
+                                    : node->n_cfg.cf_after_sb_0pri);
+      uint64_t lost = (loser == 1 ? ours : theirs) *
+                      (uint64_t) p->pr_bitmap.bm_granularity;
+
+      log_error ("peer %s: split brain (rule %d; ours: current %016" PRIx64
+                 ", peer's: current %016" PRIx64 "; changes: ours %" PRIu64
+                 " chunks, peer's %" PRIu64 "): resolved by %s: %s "
+                 "discards its data (%" PRIu64 " bytes of changes)",
+                 p->pr_cfg->nc_name, rule, local.gu_current, peer.gu_current,
+                 ours, theirs, policy,
+                 loser == 1 ? "this node" : "the peer", lost);
+      if (loser == 1 &&
+          engine_invalidate (node, why, sizeof why) == -1)
+        log_error ("split brain: cannot discard our data: %s", why);
+      snprintf (err, errlen, "refusing connection: split brain resolved by "
+                "%s: %s discards its data; reconnecting for a full sync",
+                policy, loser == 1 ? "this node" : "the peer");
+      return -1;
+    }
   }
   if (uuid_decision_refuses (d)) {
     snprintf (err, errlen, "refusing connection: %s (rule %d: %s); ours: "

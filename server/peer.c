@@ -252,6 +252,10 @@ peer_send_hello (struct peer *p, int fd)
   pthread_mutex_unlock (&node->n_lock);
   gen_view (node, p, &u);
   gen_to_wire (&u, &hello.uuids);
+  pthread_mutex_lock (&p->pr_lock);
+  hello.uuids.changes = bitmap_count (&p->pr_bitmap) > UINT32_MAX
+                        ? UINT32_MAX : bitmap_count (&p->pr_bitmap);
+  pthread_mutex_unlock (&p->pr_lock);
   snprintf (hello.resource, sizeof hello.resource, "%s",
             node->n_cfg.cf_resource);
 

@@ -541,6 +541,7 @@ valid_hello (struct repl_hello *hello)
   hello->uuids.history[0] = UINT64_C (0x2122232425262728);
   hello->uuids.history[1] = UINT64_C (0x3132333435363738);
   hello->uuids.flags = 5;
+  hello->uuids.changes = 9;
 }
 
 START_TEST (test_hello_round_trip)
@@ -562,7 +563,7 @@ START_TEST (test_hello_round_trip)
     0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, /* history */
     0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,
     0, 0, 0, 5,                 /* flags */
-    0, 0, 0, 0,                 /* reserved */
+    0, 0, 0, 9,                 /* changes */
   };
   struct repl_hello in, out;
   uint8_t buf[REPL_HELLO_SIZE];
@@ -590,6 +591,7 @@ START_TEST (test_hello_round_trip)
   ck_assert_uint_eq (out.uuids.history[0], in.uuids.history[0]);
   ck_assert_uint_eq (out.uuids.history[1], in.uuids.history[1]);
   ck_assert_uint_eq (out.uuids.flags, in.uuids.flags);
+  ck_assert_uint_eq (out.uuids.changes, in.uuids.changes);
 
   /* Every role and disk state; longest resource name; extreme ids. */
   memset (longname, 'a', sizeof longname - 1);
@@ -662,10 +664,16 @@ START_TEST (test_hello_reject)
   buf[0] = 1; buf[3] = 2;
   hello_bad (buf, REPL_HELLO_SIZE, "version 16777218");
 
-  /* The UUIDs' reserved field. */
+  /* The UUIDs' change count is any number. */
   memcpy (buf, good, sizeof buf);
   buf[REPL_HELLO_SIZE - 1] = 1;
-  hello_bad (buf, REPL_HELLO_SIZE, "reserved field 0x00000001");
+  {
+    struct repl_hello out;
+    char err[256] = "";
+    ck_assert_msg (wire_decode_hello (buf, REPL_HELLO_SIZE, &out, err,
+                                      sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq (out.uuids.changes, 1);
+  }
 
   memcpy (buf, good, sizeof buf);
   buf[7] = 1;
@@ -829,8 +837,6 @@ START_TEST (test_hello_fuzz)
         if (buf[32 + i] == 0)
           buf[32 + i] = 'a';
     }
-    if (r & 8)                  /* the UUIDs' reserved field */
-      memset (buf + REPL_HELLO_SIZE - 4, 0, 4);
 
     if (wire_decode_hello (buf, (r & 4) ? (r >> 32) % 200 : sizeof buf,
                            &hello, NULL, 0) == 0) {
