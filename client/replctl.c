@@ -52,6 +52,7 @@ usage (FILE *fp, int status)
            "       replctl -c CONFIG -n NODE dump-md\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) verify | resync | invalidate\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) primary [--force] | secondary\n"
+           "       replctl (-s SOCKET | -c CONFIG -n NODE) connect --discard-my-data\n"
            "\n"
            "commands:\n"
            "  status [--json]   roles, disk and connection states, generation UUIDs,\n"
@@ -67,6 +68,7 @@ usage (FILE *fp, int status)
            "  primary           promote (UpToDate, no other primary)\n"
            "      --force       even if not UpToDate: its data becomes authoritative\n"
            "  secondary         demote (no client connected)\n"
+           "  connect --discard-my-data  end a split brain: this node's changes go\n"
            "\n"
            "options:\n"
            "  -s, --socket=PATH    the node's control socket\n"
@@ -608,6 +610,7 @@ main (int argc, char *argv[])
   struct repl_config cfg;
   const struct repl_node_cfg *n;
   bool json = false, force = false, in_sync = false, watch = false;
+  bool discard = false;
   double interval = WATCH_DEFAULT_S;
   int c, i, status;
 
@@ -657,6 +660,9 @@ main (int argc, char *argv[])
               strcmp (command, "primary") == 0) &&
              strcmp (argv[i], "--force") == 0)
       force = true;
+    else if (strcmp (command, "connect") == 0 &&
+             strcmp (argv[i], "--discard-my-data") == 0)
+      discard = true;
     else if (strcmp (command, "create-md") == 0 &&
              strcmp (argv[i], "--in-sync") == 0)
       in_sync = true;
@@ -667,7 +673,8 @@ main (int argc, char *argv[])
              strcmp (command, "resync") == 0 ||
              strcmp (command, "invalidate") == 0 ||
              strcmp (command, "primary") == 0 ||
-             strcmp (command, "secondary") == 0) {
+             strcmp (command, "secondary") == 0 ||
+             strcmp (command, "connect") == 0) {
       fprintf (stderr, "replctl: %s: unknown option '%s'\n", command,
                argv[i]);
       usage (stderr, EXIT_FAILURE);
@@ -701,6 +708,16 @@ main (int argc, char *argv[])
       status = cmd_dump_md (config_path, &cfg, n);
     config_free (&cfg);
     return status;
+  }
+  /* DRBD's way of ending a split brain by hand, on the node whose
+   * changes are to go: the same as invalidate. */
+  if (strcmp (command, "connect") == 0) {
+    if (!discard) {
+      fprintf (stderr, "replctl: connect: only connect --discard-my-data "
+               "exists (nodes connect by themselves)\n");
+      usage (stderr, EXIT_FAILURE);
+    }
+    command = "invalidate";
   }
   if (strcmp (command, "verify") == 0 || strcmp (command, "resync") == 0 ||
       strcmp (command, "invalidate") == 0 ||

@@ -232,8 +232,8 @@ gen_decide (struct repl_node *node, struct peer *p,
               peer.gu_bitmap,
               d == UUID_SPLIT_BRAIN
               ? "; both nodes changed the data while apart: resolve by "
-                "hand (replctl create-md --force on the node whose "
-                "changes are to be discarded)" : "");
+                "hand (replctl connect --discard-my-data on the node whose "
+                "changes are to go)" : "");
     return -1;
   }
   if (we_primary && uuid_decision_is_target (d)) {

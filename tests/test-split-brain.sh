@@ -142,4 +142,15 @@ for pair in "node0 node1" "node1 node0"; do
     [ "$(grep -cxF "$pair" "$tmpdir/split-brain-events" 2>/dev/null)" -eq 1 ] ||
         fail "split-brain handler for '$pair' ran $(grep -cxF "$pair" "$tmpdir/split-brain-events" 2>/dev/null || echo 0) times, expected once"
 done
+# ---- 3. ended by hand ---------------------------------------------------------
+# DRBD's spelling, on the node whose changes are to go: node1's changes
+# are discarded and the primary node0 resyncs it in full.
+start_node node0 role=primary
+start_node node1
+wait_refused "split-brain" 15
+"$REPLCTL" -s "$(sock node1)" connect --discard-my-data >/dev/null ||
+    fail "connect --discard-my-data failed"
+wait_uptodate node0 60
+same_disks node0 node1
+info "3: connect --discard-my-data on node1 ended the split brain"
 info "ok"
