@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -218,19 +220,59 @@ wait_fd (int fd, short events, int timeout_ms)
   return 0;
 }
 
+static uint64_t
+monotonic_ms (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int
 sock_read_full (int fd, void *buf, size_t len, int timeout_ms)
 {
+  return sock_read_full_until (fd, buf, len, timeout_ms, -1);
+}
+
+int
+sock_read_full_until (int fd, void *buf, size_t len, int timeout_ms,
+                      int stop_fd)
+{
+  uint64_t deadline = timeout_ms < 0 ? 0 : monotonic_ms () + timeout_ms;
   char *p = buf;
 
   while (len > 0) {
+    struct pollfd pfd[2] = {
+      { .fd = fd, .events = POLLIN },
+      { .fd = stop_fd, .events = POLLIN },
+    };
+    int wait_ms = -1;
     ssize_t r;
 
-    if (wait_fd (fd, POLLIN, timeout_ms) == -1)
-      return -1;
-    r = recv (fd, p, len, 0);
+    if (timeout_ms >= 0) {
+      uint64_t now = monotonic_ms ();
+      if (now >= deadline) {
+        errno = ETIMEDOUT;
+        return -1;
+      }
+      wait_ms = deadline - now;
+    }
+    r = poll (pfd, stop_fd >= 0 ? 2 : 1, wait_ms);
     if (r == -1) {
       if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    if (stop_fd >= 0 && pfd[1].revents) {
+      errno = ECANCELED;
+      return -1;
+    }
+    if (r == 0)
+      continue;                 /* the deadline check says so next */
+    r = recv (fd, p, len, MSG_DONTWAIT);
+    if (r == -1) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
         continue;
       return -1;
     }

@@ -25,10 +25,16 @@ extern int sock_tune (int fd);
 extern int sock_listen_unix (const char *path);
 extern int sock_connect_unix (const char *path);
 
-/* Read or write exactly len bytes, waiting at most timeout_ms for each
- * chunk to arrive or leave (-1: forever).  A read that meets end of file
- * fails with errno ECONNRESET; a timeout with ETIMEDOUT. */
+/* Read exactly len bytes within timeout_ms in all (-1: no limit), so
+ * that a peer trickling bytes cannot hold the reader for ever; give up
+ * with errno ECANCELED as soon as stop_fd (-1: none) is readable.  End
+ * of file fails with errno ECONNRESET, the deadline with ETIMEDOUT. */
+extern int sock_read_full_until (int fd, void *buf, size_t len,
+                                 int timeout_ms, int stop_fd);
 extern int sock_read_full (int fd, void *buf, size_t len, int timeout_ms);
+
+/* Write exactly len bytes, waiting at most timeout_ms for each chunk to
+ * leave (-1: forever); a timeout fails with ETIMEDOUT. */
 extern int sock_write_full (int fd, const void *buf, size_t len,
                             int timeout_ms);
 

@@ -45,52 +45,16 @@ describe (const struct sockaddr_storage *ss, char *buf, size_t len)
     snprintf (buf, len, "unknown address");
 }
 
-/* Read exactly len bytes within HELLO_TIMEOUT_MS in all, giving up at
- * once (errno ECANCELED) if the node is stopping. */
+/* Read part of a hello, within what is left of the deadline, giving up
+ * at once if the node stops. */
 static int
 read_hello_bytes (struct repl_node *node, int fd, void *buf, size_t len,
                   uint64_t deadline)
 {
-  char *p = buf;
+  uint64_t now = now_ns ();
+  int left_ms = now >= deadline ? 0 : (int) ((deadline - now) / 1000000);
 
-  while (len > 0) {
-    struct pollfd pfd[2] = {
-      { .fd = fd, .events = POLLIN },
-      { .fd = node->n_stop_fd, .events = POLLIN },
-    };
-    uint64_t now = now_ns ();
-    ssize_t r;
-
-    if (now >= deadline) {
-      errno = ETIMEDOUT;
-      return -1;
-    }
-    r = poll (pfd, 2, (int) ((deadline - now) / 1000000) + 1);
-    if (r == -1) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    if (pfd[1].revents) {
-      errno = ECANCELED;
-      return -1;
-    }
-    if (r == 0)
-      continue;
-    r = recv (fd, p, len, MSG_DONTWAIT);
-    if (r == -1) {
-      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-        continue;
-      return -1;
-    }
-    if (r == 0) {
-      errno = ECONNRESET;
-      return -1;
-    }
-    p += r;
-    len -= r;
-  }
-  return 0;
+  return sock_read_full_until (fd, buf, len, left_ms, node->n_stop_fd);
 }
 
 static void
