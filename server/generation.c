@@ -361,35 +361,52 @@ gen_force_primary (struct repl_node *node)
   return r;
 }
 
-/* The primary lost peer `lost` (NULL: it starts with every peer away):
- * from now on it writes a generation the peer does not have.  If the
- * peer's bitmap does not count from an older generation already, start
- * a new current UUID, and let every other away peer's bitmap count from
- * the old one.  Returns the new current UUID (for the connected peers to
- * adopt), or 0 if none was made.  Done at once rather than at the first
- * write, so that no write can slip in with an away peer's bitmap UUID
- * still 0 (which would hide a split brain). */
-uint64_t
-gen_peer_lost (struct repl_node *node, struct peer *lost)
+/* Before the first write a peer that is away will miss: if that peer's
+ * bitmap does not count from an older generation already, start a new
+ * current UUID, let every away peer's bitmap count from the old one, and
+ * tell the connected peers.  Lazy, as DRBD does it (at the first write,
+ * not when the peer goes): a primary that loses its peer and writes
+ * nothing has not changed the data, and must not look like half of a
+ * split brain.  The write path calls this while n_gen_pending is set
+ * (a peer was lost, or the node became primary with peers away).
+ * Writes that were in flight when the peer went are in the bitmap and
+ * in the activity log; a reconnect in the same generation resyncs what
+ * the bitmap holds (peer-sync.c). */
+void
+gen_before_write (struct repl_node *node)
 {
   struct md_super sb;
   struct gen_uuids u;
   uint64_t old, fresh;
-  struct peer *first = lost;
+  struct peer *first = NULL;
+  bool away[REPL_MAX_NODES];
   size_t i;
   int r;
 
+  /* Taken before looking, so a peer lost meanwhile sets it again. */
+  if (!atomic_exchange (&node->n_gen_pending, false))
+    return;
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *q = node->n_peers[i];
+    pthread_mutex_lock (&q->pr_lock);
+    away[i] = q->pr_state != CONN_CONNECTED;
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+
   pthread_mutex_lock (&node->n_md_io_lock);
   sb = node->n_md.md_super;
-  if (first == NULL)
-    for (i = 0; i < node->n_npeers && first == NULL; i++)
-      if (sb.ms_peers[node->n_peers[i]->pr_md_slot].mp_bitmap_uuid == 0)
-        first = node->n_peers[i];
-  if (first == NULL ||
-      sb.ms_peers[first->pr_md_slot].mp_bitmap_uuid != 0 ||
-      uuid_generate (&fresh) == -1) {
+  for (i = 0; i < node->n_npeers && first == NULL; i++)
+    if (away[i] && sb.ms_peers[node->n_peers[i]->pr_md_slot].mp_bitmap_uuid == 0)
+      first = node->n_peers[i];
+  if (first == NULL) {
     pthread_mutex_unlock (&node->n_md_io_lock);
-    return 0;
+    return;
+  }
+  if (uuid_generate (&fresh) == -1) {
+    pthread_mutex_unlock (&node->n_md_io_lock);
+    atomic_store (&node->n_gen_pending, true);
+    log_error ("getrandom: %m");
+    return;
   }
   view_locked (node, first, &u);
   old = u.gu_current;
@@ -397,30 +414,24 @@ gen_peer_lost (struct repl_node *node, struct peer *lost)
   apply_view (&sb, first, &u);
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *q = node->n_peers[i];
-    bool away;
 
-    if (q == first)
-      continue;
-    pthread_mutex_lock (&q->pr_lock);
-    away = q->pr_state != CONN_CONNECTED;
-    pthread_mutex_unlock (&q->pr_lock);
-    if (away && sb.ms_peers[q->pr_md_slot].mp_bitmap_uuid == 0 &&
+    if (q != first && away[i] &&
+        sb.ms_peers[q->pr_md_slot].mp_bitmap_uuid == 0 &&
         old != UUID_JUST_CREATED && old != 0)
       sb.ms_peers[q->pr_md_slot].mp_bitmap_uuid = old;
   }
   r = meta_write_super_locked (node, &sb);
   pthread_mutex_unlock (&node->n_md_io_lock);
-  if (r == -1)
-    return 0;
-  if (lost)
-    log_info ("peer %s: lost; new current UUID %016" PRIx64 " (the peer's "
-              "bitmap counts from %016" PRIx64 ")", lost->pr_cfg->nc_name,
-              fresh, old);
-  else
-    log_info ("node %s: Primary with its peers away: new current UUID %016"
-              PRIx64 " (their bitmaps count from %016" PRIx64 ")",
-              node->n_self->nc_name, fresh, old);
-  return fresh;
+  if (r == -1) {
+    atomic_store (&node->n_gen_pending, true);
+    return;
+  }
+  log_info ("node %s: first write with peer %s away: new current UUID %016"
+            PRIx64 " (its bitmap counts from %016" PRIx64 ")",
+            node->n_self->nc_name, first->pr_cfg->nc_name, fresh, old);
+  for (i = 0; i < node->n_npeers; i++)
+    if (!away[i])
+      sync_send_uuids (node->n_peers[i]);
 }
 
 /* `replctl invalidate` on a secondary: its data is to be discarded and

@@ -353,6 +353,9 @@ struct repl_node {
   enum repl_disk_state n_disk;
   int n_primary_id;             /* the primary as far as we know, or -1 */
   bool n_quorum;                /* as of the last peer change (role.c) */
+  atomic_bool n_gen_pending;    /* a peer may be away with bitmap UUID 0:
+                                   check before the next write
+                                   (gen_before_write) */
   bool n_stopping;
 
   /* Metadata (meta.c). */
@@ -413,7 +416,7 @@ extern int gen_resync_finished_source (struct repl_node *node,
                                        struct peer *p);
 extern int gen_adopt_current (struct repl_node *node, struct peer *p,
                               uint64_t uuid);
-extern uint64_t gen_peer_lost (struct repl_node *node, struct peer *lost);
+extern void gen_before_write (struct repl_node *node);
 extern int gen_force_primary (struct repl_node *node);
 extern int meta_al_begin (struct repl_node *node, uint64_t offset,
                           uint64_t len);

@@ -97,8 +97,7 @@ start_role (struct repl_node *node)
     }
     /* No peer is connected yet: whatever this primary writes is a
      * generation they lack. */
-    if (node->n_npeers > 0)
-      gen_peer_lost (node, NULL);
+    atomic_store (&node->n_gen_pending, true);
     node->n_disk = REPL_DISK_UPTODATE;
     return meta_set_flags (node, MD_FLAG_PRIMARY | MD_FLAG_CONSISTENT |
                            MD_FLAG_WAS_UPTODATE, 0);

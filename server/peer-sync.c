@@ -136,22 +136,17 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
     send_bitmap (p, gen);
 }
 
-/* The primary lost connection to p: start a new generation, and tell the
- * peers still connected. */
+/* The primary lost connection to p. */
 void
 sync_on_lost (struct peer *p)
 {
   struct repl_node *node = p->pr_node;
-  size_t i;
 
   if (node_role (node) != REPL_ROLE_PRIMARY)
     return;
   handler_run (node, REPL_HANDLER_FENCE_PEER, p);
-  if (gen_peer_lost (node, p) == 0)
-    return;
-  for (i = 0; i < node->n_npeers; i++)
-    if (node->n_peers[i] != p)
-      sync_send_uuids (node->n_peers[i]);
+  /* The next write starts a new generation (gen_before_write). */
+  atomic_store (&node->n_gen_pending, true);
 }
 
 /* A generation message from the peer.  Returns 0, or -1 once the

@@ -174,21 +174,7 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
   node->n_primary_id = node->n_self->nc_id;
   pthread_mutex_unlock (&node->n_lock);
   /* Peers that are away miss what we write from now on. */
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
-    bool away;
-
-    pthread_mutex_lock (&p->pr_lock);
-    away = p->pr_state != CONN_CONNECTED;
-    pthread_mutex_unlock (&p->pr_lock);
-    if (away && gen_peer_lost (node, p) != 0) {
-      size_t j;
-      for (j = 0; j < node->n_npeers; j++)
-        if (node->n_peers[j] != p)
-          sync_send_uuids (node->n_peers[j]);
-      break;                    /* one new generation covers them all */
-    }
-  }
+  atomic_store (&node->n_gen_pending, true);
   log_info ("node %s: now Primary%s", node->n_self->nc_name,
             force ? " (forced)" : "");
   announce_state (node);

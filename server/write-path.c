@@ -149,6 +149,8 @@ ranged (struct repl_node *node, struct local_op *op, uint32_t count,
 
   if (check_primary (node) == -1)
     return -1;
+  if (atomic_load (&node->n_gen_pending))
+    gen_before_write (node);
   atomic_fetch_add (&node->n_requests_in_flight, 1);
   ilock_acquire (&node->n_ilock, &range, offset, count);
   if (meta_al_begin (node, offset, count) == -1) {
