@@ -61,11 +61,40 @@ trap 'exit 130' INT TERM
 
 tmpdir="$(mktemp -d "/tmp/nbdrepl-$test_name.XXXXXX")"
 
-# free_port: print a TCP port on 127.0.0.1 that nobody listens on now.
+# free_port: print a TCP port on 127.0.0.1 that nobody uses now.  It
+# is picked at random below the kernel's ephemeral range, so that the
+# source port of some outgoing connection (tests make many) cannot take
+# it before the node binds it, and never twice in one test.
 free_port ()
 {
-    /usr/bin/python3 -c 'import socket
-s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    /usr/bin/python3 - "$tmpdir/.ports" <<'PY'
+import random, socket, sys
+used = set()
+try:
+    used = set(open(sys.argv[1]).read().split())
+except FileNotFoundError:
+    pass
+lo = 32768
+try:
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except Exception:
+    pass
+for _ in range(1000):
+    port = random.randrange(10000, max(lo, 10001))
+    if str(port) in used:
+        continue
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    open(sys.argv[1], "a").write(f"{port}\n")
+    print(port)
+    sys.exit(0)
+sys.exit("free_port: no free port found")
+PY
 }
 
 # make_config N [PROTOCOL [SIZE]]: write $tmpdir/r0.yaml for nodes
