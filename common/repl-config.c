@@ -805,12 +805,14 @@ parse_net (struct loader *ld, const yaml_node_t *netkey, const yaml_node_t *map,
   return 0;
 }
 
-enum { MDK_BITMAP_GRANULARITY, MDK_AL_EXTENT_SIZE, MDK_AL_EXTENTS, MDK_NKEYS };
+enum { MDK_BITMAP_GRANULARITY, MDK_AL_EXTENT_SIZE, MDK_AL_EXTENTS,
+       MDK_AL_UPDATES, MDK_NKEYS };
 
 static const char *const metadata_keys[MDK_NKEYS] = {
   [MDK_BITMAP_GRANULARITY] = "bitmap-granularity",
   [MDK_AL_EXTENT_SIZE] = "al-extent-size",
   [MDK_AL_EXTENTS] = "al-extents",
+  [MDK_AL_UPDATES] = "al-updates",
 };
 
 /* The geometry of new metadata, held to md_layout's ranges so that
@@ -874,6 +876,10 @@ parse_metadata (struct loader *ld, const yaml_node_t *map,
     }
     cfg->cf_al_extents = n;
   }
+  if (vals[MDK_AL_UPDATES] &&
+      get_bool (ld, where, keys[MDK_AL_UPDATES], vals[MDK_AL_UPDATES],
+                &cfg->cf_al_updates) == -1)
+    return -1;
 
   /* A bitmap bit may not span two extents.  The defaults agree, so at
    * least one of the two was given. */
@@ -1477,6 +1483,7 @@ config_load (const char *path, struct repl_config *cfg, char *err, size_t errlen
     err[0] = '\0';
   cfg->cf_protocol = 'C';
   cfg->cf_auto_promote = true;
+  cfg->cf_al_updates = true;
   cfg->cf_ping_interval_ms = 1000;
   cfg->cf_ping_timeout_ms = 5000;
   cfg->cf_timeout_ms = 6000;

@@ -124,6 +124,9 @@ struct repl_config {
   char *cf_resource;
   char cf_protocol;             /* 'A', 'B' or 'C' */
   bool cf_auto_promote;         /* promote on the first client open */
+  bool cf_al_updates;           /* metadata: al-updates (DRBD's): false
+                                   keeps no activity log, and a crash
+                                   means a full resync */
   enum repl_quorum cf_quorum;   /* never REPL_QUORUM_DEFAULT after load */
   char *cf_handlers[REPL_HANDLER_NKEYS]; /* shell commands, or NULL */
   bool cf_on_no_quorum_suspend; /* suspend writes (else fail them) */

@@ -320,6 +320,17 @@ meta_open (struct repl_node *node, const char *where)
               "did not restart: its writes are in the page cache; nothing "
               "to resync", node->n_md_path, node->n_self->nc_name);
   }
+  else if (!(sb.ms_flags & MD_FLAG_CLEAN) && !node->n_cfg.cf_al_updates) {
+    /* No activity log was kept: anything may differ. */
+    for (i = 0; i < node->n_npeers; i++)
+      bitmap_set_all (&node->n_peers[i]->pr_bitmap);
+    if (sb.ms_flags & MD_FLAG_PRIMARY)
+      sb.ms_flags |= MD_FLAG_CRASHED_PRIMARY;
+    node->n_md_crashed = true;
+    log_info ("metadata %s: node %s did not stop cleanly and keeps no "
+              "activity log (al-updates: false): every peer gets a full "
+              "resync", node->n_md_path, node->n_self->nc_name);
+  }
   else if (!(sb.ms_flags & MD_FLAG_CLEAN)) {
     for (i = 0; i < node->n_npeers; i++)
       al_replay (&node->n_al, &node->n_peers[i]->pr_bitmap);
@@ -505,6 +516,8 @@ meta_al_begin (struct repl_node *node, uint64_t offset, uint64_t len)
   uint64_t need;
   int r;
 
+  if (!node->n_cfg.cf_al_updates)
+    return 0;
   pthread_mutex_lock (&node->n_al_lock);
   while ((r = al_begin (&node->n_al, offset, len, &need)) == AL_BUSY)
     pthread_cond_wait (&node->n_al_cond, &node->n_al_lock);
@@ -534,6 +547,8 @@ meta_al_begin (struct repl_node *node, uint64_t offset, uint64_t len)
 void
 meta_al_end (struct repl_node *node, uint64_t offset, uint64_t len)
 {
+  if (!node->n_cfg.cf_al_updates)
+    return;
   pthread_mutex_lock (&node->n_al_lock);
   if (al_complete (&node->n_al, offset, len))
     pthread_cond_broadcast (&node->n_al_cond);
