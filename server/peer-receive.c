@@ -197,9 +197,13 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     }
     return 0;
   case REPL_MSG_RESYNC_DONE:
-    /* Everything the primary sent is on our disk before we say so; then
-     * we hold its generation, and lack nothing of it. */
-    if (volume_flush (vol) == -1 ||
+    /* From now on we hold the primary's generation and lack nothing of
+     * it.  The resync's writes need not be on the disk yet: each went
+     * through our activity log, and an extent only leaves the log once
+     * its data is flushed, so after a crash of this machine whatever may
+     * not have reached the disk is resynced again (meta.c).  Without an
+     * activity log (al-updates: false) we flush first. */
+    if ((!node->n_cfg.cf_al_updates && volume_flush (vol) == -1) ||
         gen_resync_finished_target (node, p, &p->pr_peer_uuids) == -1)
       return -2;
     pthread_mutex_lock (&p->pr_lock);
@@ -223,8 +227,8 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     meta_al_end (node, h->offset, h->count);
   if (r == 0 && needs_durable (h))
     r = volume_flush (vol);
-  if (r == 0 && h->type == REPL_MSG_RESYNC_DATA)
-    volume_start_writeback (vol, h->count, h->offset);
+  if (r == 0 && h->type == REPL_MSG_RESYNC_DATA && !node->n_cfg.cf_al_updates)
+    volume_start_writeback (vol, h->count, h->offset);  /* flushed at DONE */
   if (r == 0 && h->type == REPL_MSG_RESYNC_DATA) {
     bool persist;
     uint64_t now = now_ns ();

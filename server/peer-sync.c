@@ -111,20 +111,26 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
     resync = true;
   }
   else if (we_primary) {
-    /* No sync by the generations.  Bits in our bitmap would still be
-     * chunks the peer lacks: never drop them silently. */
+    /* No sync by the generations.  Bits in either side's bitmap would
+     * still be chunks the peer lacks: never drop them silently.  (The
+     * peer's: a secondary whose machine crashed marks its activity log,
+     * where acknowledged writes may have been lost with its page cache;
+     * its hello says how many chunks, and it sends them.) */
     pthread_mutex_lock (&p->pr_lock);
-    resync = bitmap_count (&p->pr_bitmap) > 0;
+    resync = bitmap_count (&p->pr_bitmap) > 0 || h->uuids.changes > 0;
     pthread_mutex_unlock (&p->pr_lock);
     if (resync)
-      log_info ("peer %s: in the same generation, but %" PRIu64 " chunks "
-                "are marked out of sync: resyncing them", name,
-                bitmap_count (&p->pr_bitmap));
+      log_info ("peer %s: in the same generation, but chunks are marked "
+                "out of sync (%" PRIu64 " here, %" PRIu32 " there): "
+                "resyncing them", name, bitmap_count (&p->pr_bitmap),
+                h->uuids.changes);
   }
 
   pthread_mutex_lock (&p->pr_lock);
   p->pr_decision = d;
-  p->pr_bitmap_pending = resync && uuid_decision_is_source (d);
+  p->pr_bitmap_pending = resync &&
+    (uuid_decision_is_source (d) ||
+     (d == UUID_NO_SYNC && h->uuids.changes > 0));
   p->pr_bitmap_rx_bytes = 0;
   if (resync) {
     p->pr_resync_wanted = true;
@@ -132,8 +138,15 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   }
   pthread_mutex_unlock (&p->pr_lock);
 
-  if (h->role == REPL_ROLE_PRIMARY && uuid_decision_is_target (d))
-    send_bitmap (p, gen);
+  if (h->role == REPL_ROLE_PRIMARY) {
+    bool mine;
+
+    pthread_mutex_lock (&p->pr_lock);
+    mine = bitmap_count (&p->pr_bitmap) > 0;
+    pthread_mutex_unlock (&p->pr_lock);
+    if (uuid_decision_is_target (d) || (d == UUID_NO_SYNC && mine))
+      send_bitmap (p, gen);
+  }
 }
 
 /* The primary lost connection to p. */
