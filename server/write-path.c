@@ -105,14 +105,12 @@ replicate (struct repl_node *node, const struct local_op *op,
   }
   r = local_apply (node, op, count, offset);
   saved_errno = errno;
-  /* Read the answer of the first peer that owes one ourselves (if nobody
-   * else is reading that connection); the other peers' receive threads
-   * read theirs. */
+  /* Read each peer's answer ourselves, one connection after the other,
+   * where nobody else is reading it; elsewhere whoever reads completes
+   * us. */
   for (i = 0; i < node->n_npeers; i++)
-    if (tickets[i].pt_seq != 0) {
+    if (tickets[i].pt_seq != 0)
       peer_wait_own_ack (node->n_peers[i], &tickets[i]);
-      break;
-    }
   waiter_wait (&w);
   waiter_destroy (&w);
   if (r == -1 && op->lo_type != REPL_MSG_FLUSH)
