@@ -15,13 +15,13 @@ start_node node1
 wait_uptodate node0
 
 # A bounded load on the first 8 MiB of the 64 MiB volume: 6 s at most
-# (time_based), and at most 100000 requests per job.
+# (time_based), and timeout(1) bounds the whole run.
 json="$tmpdir/fio.json"
 timeout 60 \
     fio --name=load --ioengine=nbd --uri="$(uri node0)" \
         --rw=randwrite --bsrange=4k-64k --size=8M --numjobs=2 --iodepth=8 \
         --norandommap=1 --refill_buffers=1 \
-        --time_based=1 --runtime=6 --number_ios=100000 \
+        --time_based=1 --runtime=6 \
         --output-format=json --output="$json" &
 fio_pid=$!
 cleanup_fn 'if [ -n "$fio_pid" ]; then kill "$fio_pid"; wait "$fio_pid"; fi'
@@ -84,7 +84,7 @@ timeout 60 \
         --rw=randwrite --bsrange=1-256k --bs_unaligned=1 --blockalign=1 \
         --size=32M --numjobs=2 --iodepth=8 \
         --norandommap=1 --refill_buffers=1 \
-        --time_based=1 --runtime=8 --number_ios=100000 \
+        --time_based=1 --runtime=8 \
         --output-format=json --output="$json2" &
 fio_pid=$!
 writes0=$(status_json node0 | jq .writes)
