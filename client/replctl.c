@@ -506,7 +506,7 @@ cmd_create_md (const char *config_path, const struct repl_config *cfg,
       p.pa_peer_ids[npeers++] = cfg->cf_nodes[i].nc_id;
   if (in_sync) {
     p.pa_in_sync = true;
-    p.pa_current_uuid = md_in_sync_uuid (cfg->cf_resource, size);
+    p.pa_current_uuid = uuid_in_sync_value (cfg->cf_resource, size);
   }
   else
     p.pa_current_uuid = UUID_JUST_CREATED;  /* no data yet */

@@ -23,6 +23,7 @@
 
 #include "activity-log.h"
 #include "bitmap.h"
+#include "byte-order.h"
 #include "cleanup.h"
 #include "crc32c.h"
 #include "metadata.h"
@@ -57,48 +58,6 @@ md_error (char *err, size_t errlen, int errnum, const char *fmt, ...)
   }
   errno = errnum;
   return -1;
-}
-
-static inline void
-put_be16 (uint8_t *p, uint16_t v)
-{
-  p[0] = v >> 8;
-  p[1] = v;
-}
-
-static inline void
-put_be32 (uint8_t *p, uint32_t v)
-{
-  p[0] = v >> 24;
-  p[1] = v >> 16;
-  p[2] = v >> 8;
-  p[3] = v;
-}
-
-static inline void
-put_be64 (uint8_t *p, uint64_t v)
-{
-  put_be32 (p, v >> 32);
-  put_be32 (p + 4, v);
-}
-
-static inline uint16_t
-get_be16 (const uint8_t *p)
-{
-  return (uint16_t) (p[0] << 8 | p[1]);
-}
-
-static inline uint32_t
-get_be32 (const uint8_t *p)
-{
-  return (uint32_t) p[0] << 24 | (uint32_t) p[1] << 16 |
-         (uint32_t) p[2] << 8 | (uint32_t) p[3];
-}
-
-static inline uint64_t
-get_be64 (const uint8_t *p)
-{
-  return (uint64_t) get_be32 (p) << 32 | get_be32 (p + 4);
 }
 
 static inline bool
@@ -304,13 +263,6 @@ md_internal_place (uint64_t dev_size, struct md_geometry *g, uint64_t *base,
   assert (b + l1.ml_total <= dev_size);
   *base = b;
   return 0;
-}
-
-/* One derivation for the whole project: uuid-compare.c's. */
-uint64_t
-md_in_sync_uuid (const char *resource, uint64_t size)
-{
-  return uuid_in_sync_value (resource, size);
 }
 
 /* Everything in a superblock but the record header; node_id and geometry
@@ -773,12 +725,15 @@ md_setup (struct md *md, int fd, uint64_t base, const struct md_super *sb,
 void
 md_close (struct md *md)
 {
+  int e = errno;                /* error paths close and return -1 */
+
   if (md->md_magic == MD_HANDLE_MAGIC) {
     free (md->md_al_table);
     free (md->md_crcs);
   }
   memset (md, 0, sizeof *md);
   md->md_fd = -1;
+  errno = e;
 }
 
 /* What the two superblock slots at base hold, for md_create's refusal:
@@ -922,12 +877,7 @@ md_create (struct md *md, int fd, uint64_t base, const struct md_params *p,
   return 0;
 
  fail:
-  {
-    int e = errno;
-
-    md_close (md);
-    errno = e;
-  }
+  md_close (md);                /* keeps errno */
   return -1;
 }
 
@@ -1123,12 +1073,7 @@ md_load (struct md *md, int fd, uint64_t base, uint32_t node_id,
   return 0;
 
  fail:
-  {
-    int e = errno;
-
-    md_close (md);
-    errno = e;
-  }
+  md_close (md);                /* keeps errno */
   return -1;
 }
 

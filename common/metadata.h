@@ -287,11 +287,6 @@ extern int md_layout (const struct md_geometry *g, struct md_layout *l,
 extern int md_internal_place (uint64_t dev_size, struct md_geometry *g,
                               uint64_t *base, char *err, size_t errlen);
 
-/* The current UUID that `replctl create-md --in-sync` gives every node of
- * a resource: derived from the resource name and the volume size, so
- * that nodes initialised apart agree that their data is the same. */
-extern uint64_t md_in_sync_uuid (const char *resource, uint64_t size);
-
 /* Superblock record <-> struct.  Decoding checks every field (see the
  * table above) and fails with errno EINVAL and a message naming the
  * field and the value, or "checksum mismatch" / "bad magic". */
@@ -339,6 +334,7 @@ extern int md_load (struct md *md, int fd, uint64_t base, uint32_t node_id,
 extern int md_check (const struct md *md, uint32_t node_id, uint64_t size,
                      char *err, size_t errlen);
 
+/* Release an area opened by md_create or md_load; errno is kept. */
 extern void md_close (struct md *md);
 
 /* Write sb (checked like a decoded one; the geometry, node id and

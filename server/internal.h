@@ -430,11 +430,12 @@ extern void handler_run (struct repl_node *node, enum repl_handler h,
 /* role.c */
 extern int role_handle_state (struct peer *p, uint64_t gen,
                               const struct repl_hdr *h);
-extern void role_auto_promote_locked (struct repl_node *node);
+extern bool role_auto_promote_locked (struct repl_node *node);
+extern bool role_auto_demote_locked (struct repl_node *node);
+extern void role_changed (struct repl_node *node);
 extern bool node_has_quorum (struct repl_node *node);
 extern void node_quorum_changed (struct repl_node *node);
-extern int quorum_check_write (struct repl_node *node);
-extern void role_auto_demote_locked (struct repl_node *node);
+extern int role_check_write (struct repl_node *node);
 
 /* listener.c */
 extern void *listener_thread (void *arg);

@@ -353,25 +353,32 @@ engine_size (const struct repl_node *node)
 int
 engine_client_open (struct repl_node *node)
 {
+  bool changed = false;
   int r;
 
   pthread_mutex_lock (&node->n_role_lock);
   if (node_role (node) == REPL_ROLE_SECONDARY && node->n_cfg.cf_auto_promote)
-    role_auto_promote_locked (node);
+    changed = role_auto_promote_locked (node);
   r = engine_check_client (node);
   if (r == 0)
     atomic_fetch_add (&node->n_clients, 1);
   pthread_mutex_unlock (&node->n_role_lock);
+  if (changed)
+    role_changed (node);
   return r;
 }
 
 void
 engine_client_close (struct repl_node *node)
 {
+  bool changed = false;
+
   pthread_mutex_lock (&node->n_role_lock);
   if (atomic_fetch_sub (&node->n_clients, 1) == 1 && node->n_auto_promoted)
-    role_auto_demote_locked (node);
+    changed = role_auto_demote_locked (node);
   pthread_mutex_unlock (&node->n_role_lock);
+  if (changed)
+    role_changed (node);
 }
 
 int

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <sys/socket.h>
 
+#include "byte-order.h"
 #include "internal.h"
 #include "log.h"
 
@@ -553,8 +554,7 @@ rx_step (struct peer *p, uint64_t gen, struct rx *rx)
    * buffer once it is handled (a memmove of up to a megabyte per 1M
    * write otherwise).  The header is checked properly later. */
   if (rx->rx_fill >= REPL_HDR_SIZE) {
-    uint32_t length = (uint32_t) buf[8] << 24 | (uint32_t) buf[9] << 16 |
-                      (uint32_t) buf[10] << 8 | buf[11];
+    uint32_t length = get_be32 (buf + 8);
     size_t need = REPL_HDR_SIZE + (size_t) length;
     if (length >= LARGE_MESSAGE && length <= REPL_MAX_PAYLOAD &&
         need > rx->rx_fill)

@@ -216,17 +216,17 @@ sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
     if (ok) {
       first = h->offset / 8;
       for (i = 0; i < h->length / 8; i++) {
-        uint64_t w;
+        uint64_t w, *word = &p->pr_bitmap.bm_words[first + i];
+        uint64_t old = *word;
+
         memcpy (&w, payload + 8 * i, 8);
-        p->pr_bitmap.bm_words[first + i] |= le64toh (w);
+        *word |= le64toh (w);
+        /* Bits past the end of the volume stay clear. */
+        if (first + i == nwords - 1 && p->pr_bitmap.bm_nbits % 64)
+          *word &= (UINT64_C (1) << (p->pr_bitmap.bm_nbits % 64)) - 1;
+        p->pr_bitmap.bm_nset += __builtin_popcountll (*word) -
+                                __builtin_popcountll (old);
       }
-      /* Bits past the end of the volume stay clear. */
-      if (first + h->length / 8 == nwords && p->pr_bitmap.bm_nbits % 64)
-        p->pr_bitmap.bm_words[nwords - 1] &=
-          (UINT64_C (1) << (p->pr_bitmap.bm_nbits % 64)) - 1;
-      p->pr_bitmap.bm_nset = 0;
-      for (i = 0; i < nwords; i++)
-        p->pr_bitmap.bm_nset += __builtin_popcountll (p->pr_bitmap.bm_words[i]);
       p->pr_bitmap_rx_bytes += h->length;
     }
     pthread_mutex_unlock (&p->pr_lock);

@@ -245,6 +245,7 @@ peer_send_hello (struct peer *p, int fd)
   };
 
   struct gen_uuids u;
+  uint64_t changes;
 
   pthread_mutex_lock (&node->n_lock);
   hello.role = node->n_role;
@@ -253,9 +254,9 @@ peer_send_hello (struct peer *p, int fd)
   gen_view (node, p, &u);
   gen_to_wire (&u, &hello.uuids);
   pthread_mutex_lock (&p->pr_lock);
-  hello.uuids.changes = bitmap_count (&p->pr_bitmap) > UINT32_MAX
-                        ? UINT32_MAX : bitmap_count (&p->pr_bitmap);
+  changes = bitmap_count (&p->pr_bitmap);
   pthread_mutex_unlock (&p->pr_lock);
+  hello.uuids.changes = changes > UINT32_MAX ? UINT32_MAX : changes;
   snprintf (hello.resource, sizeof hello.resource, "%s",
             node->n_cfg.cf_resource);
 

@@ -67,23 +67,32 @@ node_quorum_changed (struct repl_node *node)
   pthread_mutex_unlock (&node->n_lock);
 }
 
-/* The write path: may a write go on?  Without quorum, either fail it
- * (on-no-quorum: io-error) or wait until quorum is back or the node
- * stops (suspend-io).  Returns 0, or -1 with errno EIO. */
+/* The write path: may a write go on?  Only on the primary (EROFS), and
+ * only with quorum: without it, either fail the write (on-no-quorum:
+ * io-error, EIO) or wait until quorum is back or the node stops
+ * (suspend-io), so that two sides of a partition never both write.  One
+ * lock per write.  Returns 0, or -1 with errno. */
 int
-quorum_check_write (struct repl_node *node)
+role_check_write (struct repl_node *node)
 {
+  bool primary;
   int r = 0;
 
   pthread_mutex_lock (&node->n_lock);
-  while (!node->n_quorum && !node->n_stopping &&
+  primary = node->n_role == REPL_ROLE_PRIMARY;
+  while (primary && !node->n_quorum && !node->n_stopping &&
          node->n_cfg.cf_on_no_quorum_suspend)
     pthread_cond_wait (&node->n_cond, &node->n_lock);
-  if (!node->n_quorum) {
-    errno = EIO;
+  if (!primary || !node->n_quorum)
     r = -1;
-  }
   pthread_mutex_unlock (&node->n_lock);
+  if (!primary) {
+    log_error ("write refused: node %s is not Primary",
+               node->n_self->nc_name);
+    errno = EROFS;
+  }
+  else if (r == -1)
+    errno = EIO;
   return r;
 }
 
@@ -177,8 +186,6 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
   atomic_store (&node->n_gen_pending, true);
   log_info ("node %s: now Primary%s", node->n_self->nc_name,
             force ? " (forced)" : "");
-  announce_state (node);
-  handler_run (node, REPL_HANDLER_ROLE_CHANGE, NULL);
   /* A connected peer whose disk is not UpToDate was not resynced by
    * anyone (only a primary resyncs): reconnect, so that the decision is
    * made again with this node as primary. */
@@ -219,17 +226,26 @@ demote (struct repl_node *node, char *err, size_t errlen)
   node->n_primary_id = -1;
   pthread_mutex_unlock (&node->n_lock);
   log_info ("node %s: now Secondary", node->n_self->nc_name);
+  return 0;
+}
+
+/* After a role change, with n_role_lock released (telling the peers
+ * waits on the network): the peers learn the new role, and the
+ * role-change handler runs. */
+void
+role_changed (struct repl_node *node)
+{
   announce_state (node);
   handler_run (node, REPL_HANDLER_ROLE_CHANGE, NULL);
-  return 0;
 }
 
 /* auto-promote (DRBD 9's default): the first client open of a secondary
  * that is UpToDate, with no connected peer primary, promotes it; when the
  * last client closes it is demoted again.  If the conditions do not
  * hold nothing happens, and the open is refused as on any secondary.
- * n_role_lock held. */
-void
+ * n_role_lock held; returns true if the role changed (the caller calls
+ * role_changed once it has released the lock). */
+bool
 role_auto_promote_locked (struct repl_node *node)
 {
   enum repl_disk_state disk;
@@ -239,24 +255,29 @@ role_auto_promote_locked (struct repl_node *node)
   disk = node->n_disk;
   pthread_mutex_unlock (&node->n_lock);
   if (disk != REPL_DISK_UPTODATE)
-    return;
+    return false;
   if (promote (node, false, err, sizeof err) == 0) {
     node->n_auto_promoted = true;
     log_info ("node %s: auto-promoted by a client", node->n_self->nc_name);
+    return true;
   }
-  else
-    log_info ("node %s: not auto-promoted: %s", node->n_self->nc_name, err);
+  log_info ("node %s: not auto-promoted: %s", node->n_self->nc_name, err);
+  return false;
 }
 
-void
+/* Likewise for the demotion after the last client. */
+bool
 role_auto_demote_locked (struct repl_node *node)
 {
   char err[256];
 
   node->n_auto_promoted = false;
-  if (demote (node, err, sizeof err) == -1)
+  if (demote (node, err, sizeof err) == -1) {
     log_error ("node %s: auto-demote after the last client: %s",
                node->n_self->nc_name, err);
+    return false;
+  }
+  return true;
 }
 
 /* `replctl primary [--force]` / `replctl secondary`. */
@@ -265,19 +286,23 @@ engine_set_role (struct repl_node *node, bool primary, bool force,
                  char *err, size_t errlen)
 {
   enum repl_role role = primary ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
+  bool changed = false;
   int r;
 
   pthread_mutex_lock (&node->n_role_lock);
   if (node_role (node) == role)
     r = 0;
-  else if (role == REPL_ROLE_PRIMARY)
-    r = promote (node, force, err, errlen);
-  else
-    r = demote (node, err, errlen);
+  else {
+    r = role == REPL_ROLE_PRIMARY ? promote (node, force, err, errlen)
+                                  : demote (node, err, errlen);
+    changed = r == 0;
+  }
   /* An explicit role is the operator's: no auto-demote later. */
   if (r == 0)
     node->n_auto_promoted = false;
   pthread_mutex_unlock (&node->n_role_lock);
+  if (changed)
+    role_changed (node);
   return r;
 }
 

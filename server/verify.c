@@ -326,14 +326,18 @@ verify_handle_request (struct peer *p, uint64_t gen,
   return r;
 }
 
-/* `replctl verify`: start a verify against every connected peer. */
-int
-engine_verify (struct repl_node *node, char *err, size_t errlen)
+/* Kick the resync thread of every connected peer, to verify or to
+ * resync (`replctl verify` / `replctl resync`, primary only).  Returns
+ * the number of peers, or -1 with the reason in err. */
+static int
+kick_connected_peers (struct repl_node *node, bool verify,
+                      char *err, size_t errlen)
 {
+  const char *what = verify ? "verify" : "resync";
   size_t i, n = 0;
 
   if (node_role (node) != REPL_ROLE_PRIMARY) {
-    snprintf (err, errlen, "verify runs on the primary");
+    snprintf (err, errlen, "%s runs on the primary", what);
     return -1;
   }
   for (i = 0; i < node->n_npeers; i++) {
@@ -341,7 +345,10 @@ engine_verify (struct repl_node *node, char *err, size_t errlen)
 
     pthread_mutex_lock (&p->pr_lock);
     if (p->pr_state == CONN_CONNECTED) {
-      p->pr_verify_wanted = true;
+      if (verify)
+        p->pr_verify_wanted = true;
+      else
+        p->pr_resync_wanted = true;
       pthread_cond_signal (&p->pr_resync_cond);
       n++;
     }
@@ -354,31 +361,17 @@ engine_verify (struct repl_node *node, char *err, size_t errlen)
   return n;
 }
 
+/* `replctl verify`: compare every chunk with each connected peer. */
+int
+engine_verify (struct repl_node *node, char *err, size_t errlen)
+{
+  return kick_connected_peers (node, true, err, errlen);
+}
+
 /* `replctl resync`: resync what is marked out of sync (after a verify)
  * to every connected peer. */
 int
 engine_resync (struct repl_node *node, char *err, size_t errlen)
 {
-  size_t i, n = 0;
-
-  if (node_role (node) != REPL_ROLE_PRIMARY) {
-    snprintf (err, errlen, "resync runs on the primary");
-    return -1;
-  }
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
-
-    pthread_mutex_lock (&p->pr_lock);
-    if (p->pr_state == CONN_CONNECTED) {
-      p->pr_resync_wanted = true;
-      pthread_cond_signal (&p->pr_resync_cond);
-      n++;
-    }
-    pthread_mutex_unlock (&p->pr_lock);
-  }
-  if (n == 0) {
-    snprintf (err, errlen, "no peer is connected");
-    return -1;
-  }
-  return n;
+  return kick_connected_peers (node, false, err, errlen);
 }

@@ -119,20 +119,6 @@ replicate (struct repl_node *node, const struct local_op *op,
   return r;
 }
 
-static int
-check_primary (struct repl_node *node)
-{
-  if (node_role (node) != REPL_ROLE_PRIMARY) {
-    errno = EROFS;
-    log_error ("write refused: node %s is not Primary",
-               node->n_self->nc_name);
-    return -1;
-  }
-  /* A primary without quorum must not complete writes: the other side of
-   * a partition may have promoted a node of its own. */
-  return quorum_check_write (node);
-}
-
 /* Writes, trims and zeroes: split into messages the wire allows, all
  * under one interval lock so the request is atomic towards overlapping
  * requests. */
@@ -145,7 +131,7 @@ ranged (struct repl_node *node, struct local_op *op, uint32_t count,
   uint32_t al_count;
   int r = 0;
 
-  if (check_primary (node) == -1)
+  if (role_check_write (node) == -1)
     return -1;
   if (atomic_load (&node->n_gen_pending))
     gen_before_write (node);
@@ -210,7 +196,7 @@ engine_flush (struct repl_node *node)
   struct local_op op = { .lo_type = REPL_MSG_FLUSH };
   int r;
 
-  if (check_primary (node) == -1)
+  if (role_check_write (node) == -1)
     return -1;
   atomic_fetch_add (&node->n_requests_in_flight, 1);
   r = replicate (node, &op, 0, 0);

@@ -22,6 +22,7 @@
 #include "bitmap.h"
 #include "crc32c.h"
 #include "metadata.h"
+#include "uuid-compare.h"
 
 #define MiB (UINT64_C (1) << 20)
 #define GiB (UINT64_C (1) << 30)
@@ -342,13 +343,13 @@ END_TEST
 
 START_TEST (test_in_sync_uuid)
 {
-  uint64_t a = md_in_sync_uuid ("r0", 4 * GiB);
+  uint64_t a = uuid_in_sync_value ("r0", 4 * GiB);
 
   ck_assert_uint_ne (a, 0);
-  ck_assert_uint_eq (a, md_in_sync_uuid ("r0", 4 * GiB));
-  ck_assert_uint_ne (a, md_in_sync_uuid ("r1", 4 * GiB));
-  ck_assert_uint_ne (a, md_in_sync_uuid ("r0", 4 * GiB + 512));
-  ck_assert_uint_ne (md_in_sync_uuid ("r0", 0), md_in_sync_uuid ("r", 0));
+  ck_assert_uint_eq (a, uuid_in_sync_value ("r0", 4 * GiB));
+  ck_assert_uint_ne (a, uuid_in_sync_value ("r1", 4 * GiB));
+  ck_assert_uint_ne (a, uuid_in_sync_value ("r0", 4 * GiB + 512));
+  ck_assert_uint_ne (uuid_in_sync_value ("r0", 0), uuid_in_sync_value ("r", 0));
 }
 END_TEST
 
@@ -748,7 +749,7 @@ START_TEST (test_create_load)
 
   /* In sync, with a given UUID. */
   p.pa_in_sync = true;
-  p.pa_current_uuid = md_in_sync_uuid ("r0", 64 * MiB);
+  p.pa_current_uuid = uuid_in_sync_value ("r0", 64 * MiB);
   ck_assert_int_eq (md_create (&md, fd, 0, &p, true, err, sizeof err), 0);
   md_close (&md);
   ck_assert_int_eq (md_load (&md, fd, 0, 1, 64 * MiB, err, sizeof err), 0);
@@ -756,7 +757,7 @@ START_TEST (test_create_load)
                      MD_FLAG_CLEAN | MD_FLAG_CONSISTENT |
                      MD_FLAG_WAS_UPTODATE);
   ck_assert_uint_eq (md.md_super.ms_current_uuid,
-                     md_in_sync_uuid ("r0", 64 * MiB));
+                     uuid_in_sync_value ("r0", 64 * MiB));
   ck_assert_int_eq (bitmap_init (&bm, 64 * MiB, 4096), 0);
   ck_assert_int_eq (md_read_bitmap (&md, 0, &bm, 0, md.md_layout.ml_bm_pages,
                                     &nbad, err, sizeof err), 0);
