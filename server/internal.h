@@ -175,6 +175,8 @@ struct peer {
    * decision made at connect (generation.c). */
   struct gen_uuids pr_peer_uuids;
   int pr_decision;              /* enum uuid_decision */
+  uint64_t pr_hello_changes;    /* the change count our last hello told
+                                   the peer: what it expects a bitmap of */
   bool pr_split_brain;          /* the last connect attempt found split
                                    brain (the handler ran once for it) */
   bool pr_bitmap_pending;       /* sync source: the target's bitmap has

@@ -141,8 +141,9 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   if (h->role == REPL_ROLE_PRIMARY) {
     bool mine;
 
+    /* What our hello announced, which is what the primary expects. */
     pthread_mutex_lock (&p->pr_lock);
-    mine = bitmap_count (&p->pr_bitmap) > 0;
+    mine = p->pr_hello_changes > 0;
     pthread_mutex_unlock (&p->pr_lock);
     if (uuid_decision_is_target (d) || (d == UUID_NO_SYNC && mine))
       send_bitmap (p, gen);

@@ -255,6 +255,7 @@ peer_send_hello (struct peer *p, int fd)
   gen_to_wire (&u, &hello.uuids);
   pthread_mutex_lock (&p->pr_lock);
   changes = bitmap_count (&p->pr_bitmap);
+  p->pr_hello_changes = changes;
   pthread_mutex_unlock (&p->pr_lock);
   hello.uuids.changes = changes > UINT32_MAX ? UINT32_MAX : changes;
   snprintf (hello.resource, sizeof hello.resource, "%s",
