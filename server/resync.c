@@ -145,87 +145,134 @@ pace_wait (struct peer *p, uint64_t gen, struct pace *pc, uint64_t len)
   return true;
 }
 
-/* One pass over the bitmap.  Returns 0 when every chunk that was set
- * has been sent and acknowledged, -1 if the connection failed. */
-static int
-resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
+/* One pass over the bitmap, shared by RESYNC_WORKERS threads: each
+ * takes the next dirty range from the cursor, reads it and queues it,
+ * so that one thread reads from the disk while another is sending (a
+ * single thread would do both in turn, and reading the page cache is
+ * as expensive as the send).  Ranges are disjoint, so the order in which
+ * they reach the peer does not matter. */
+struct resync_pass {
+  struct peer *rp_peer;
+  uint64_t rp_gen;
+  struct resync_slot *rp_slots;
+  pthread_mutex_t rp_lock;      /* protects the fields below */
+  uint64_t rp_bit;              /* the cursor: next bit to look at */
+  struct pace rp_pace;
+  uint64_t rp_persisted_ns, rp_persisted_to;
+  bool rp_failed;
+};
+
+#define RESYNC_WORKERS 2        /* RESYNC_SLOTS is a multiple of this */
+
+_Static_assert (RESYNC_SLOTS % RESYNC_WORKERS == 0, "slots per worker");
+_Static_assert (RESYNC_MAX_BYTES >= MD_MAX_GRANULARITY &&
+                VERIFY_MAX_BYTES >= MD_MAX_GRANULARITY,
+                "a request holds at least one bitmap chunk");
+
+/* Under rp_lock: the next range to send, or false at the end of the
+ * pass or when the connection failed (rp_failed). */
+static bool
+next_range (struct resync_pass *rp, uint64_t *offset_out, uint64_t *len_out,
+            bool *compare_out)
 {
+  struct peer *p = rp->rp_peer;
   struct repl_node *node = p->pr_node;
   const uint32_t granularity = p->pr_bitmap.bm_granularity;
   const uint64_t max_bits = RESYNC_MAX_BYTES / granularity;
-  struct pace pc = { .pc_io_check_ns = 0 };
-  uint64_t bit = 0, persisted_ns = now_ns (), persisted_to = 0;
-  unsigned i = 0;
-  int ret = 0;
+  uint64_t end = 0, offset, len;
+  int64_t first;
+  bool compare = false;
+
+  if (rp->rp_failed)
+    return false;
+  pthread_mutex_lock (&p->pr_lock);
+  if (!still_connected (p, rp->rp_gen) || p->pr_stopping) {
+    pthread_mutex_unlock (&p->pr_lock);
+    rp->rp_failed = true;
+    return false;
+  }
+  first = bitmap_next_set (&p->pr_bitmap, rp->rp_bit);
+  if (first >= 0) {
+    end = bitmap_next_clear (&p->pr_bitmap, first);
+    if (end - first > max_bits)
+      end = first + max_bits;
+    /* With csums, chunks not compared yet get compared first; those
+     * compared and still set differ, and their data goes. */
+    if (p->pr_csum_resync) {
+      uint64_t cut;
+
+      compare = !bitmap_test (p->pr_csum_done, first);
+      if (compare) {
+        int64_t next = bitmap_next_set (p->pr_csum_done, first);
+        cut = next < 0 ? p->pr_csum_done->bm_nbits : (uint64_t) next;
+      }
+      else
+        cut = bitmap_next_clear (p->pr_csum_done, first);
+      if (cut < end)
+        end = cut;
+    }
+  }
+  pthread_mutex_unlock (&p->pr_lock);
+  if (first < 0)
+    return false;
+
+  offset = (uint64_t) first * granularity;
+  len = (end - first) * granularity;
+  if (offset + len > node->n_vol.vol_size)
+    len = node->n_vol.vol_size - offset;
+  rp->rp_bit = end;
+
+  if (!pace_wait (p, rp->rp_gen, &rp->rp_pace, len)) {
+    rp->rp_failed = true;
+    return false;
+  }
+  /* Acknowledged chunks before `offset` are clear in memory; their
+   * pages go to disk now and then (those still in flight stay set,
+   * which is safe). */
+  if (now_ns () - rp->rp_persisted_ns >= RESYNC_PERSIST_NS ||
+      offset - rp->rp_persisted_to >= RESYNC_PERSIST_BYTES) {
+    meta_write_peer_bitmap_range (node, p, rp->rp_persisted_to,
+                                  offset - rp->rp_persisted_to);
+    rp->rp_persisted_ns = now_ns ();
+    rp->rp_persisted_to = offset;
+  }
+  *offset_out = offset;
+  *len_out = len;
+  *compare_out = compare;
+  return true;
+}
+
+/* One worker of a pass: slots first, first + step, ... */
+static void
+resync_worker (struct resync_pass *rp, unsigned first, unsigned step)
+{
+  struct peer *p = rp->rp_peer;
+  struct repl_node *node = p->pr_node;
+  unsigned i = first;
 
   for (;;) {
-    struct resync_slot *s = &slots[i];
+    struct resync_slot *s = &rp->rp_slots[i];
     const unsigned slot = i;
     struct ilock_range range;
-    uint64_t end, offset, len;
-    int64_t first;
-    bool compare = false;
+    uint64_t offset, len;
+    bool compare, more;
 
-    i = (i + 1) % RESYNC_SLOTS;
+    i = (i + step) % RESYNC_SLOTS;
     waiter_wait (&s->rs_waiter);        /* the slot's last chunk is done */
 
-    pthread_mutex_lock (&p->pr_lock);
-    if (!still_connected (p, gen) || p->pr_stopping) {
-      pthread_mutex_unlock (&p->pr_lock);
-      ret = -1;
+    pthread_mutex_lock (&rp->rp_lock);
+    more = next_range (rp, &offset, &len, &compare);
+    pthread_mutex_unlock (&rp->rp_lock);
+    if (!more)
       break;
-    }
-    first = bitmap_next_set (&p->pr_bitmap, bit);
-    if (first >= 0) {
-      end = bitmap_next_clear (&p->pr_bitmap, first);
-      if (end - first > max_bits)
-        end = first + max_bits;
-      /* With csums, chunks not compared yet get compared first; those
-       * compared and still set differ, and their data goes. */
-      if (p->pr_csum_resync) {
-        uint64_t cut;
-
-        compare = !bitmap_test (p->pr_csum_done, first);
-        if (compare) {
-          int64_t next = bitmap_next_set (p->pr_csum_done, first);
-          cut = next < 0 ? p->pr_csum_done->bm_nbits : (uint64_t) next;
-        }
-        else
-          cut = bitmap_next_clear (p->pr_csum_done, first);
-        if (cut < end)
-          end = cut;
-      }
-    }
-    pthread_mutex_unlock (&p->pr_lock);
-    if (first < 0)
-      break;
-
-    offset = (uint64_t) first * granularity;
-    len = (end - first) * granularity;
-    if (offset + len > node->n_vol.vol_size)
-      len = node->n_vol.vol_size - offset;
-    bit = end;
-
-    if (!pace_wait (p, gen, &pc, len)) {
-      ret = -1;
-      break;
-    }
-    /* Acknowledged chunks before `offset` are clear in memory; their
-     * pages go to disk now and then (those still in flight stay set,
-     * which is safe). */
-    if (now_ns () - persisted_ns >= RESYNC_PERSIST_NS ||
-        offset - persisted_to >= RESYNC_PERSIST_BYTES) {
-      meta_write_peer_bitmap_range (node, p, persisted_to,
-                                    offset - persisted_to);
-      persisted_ns = now_ns ();
-      persisted_to = offset;
-    }
 
     ilock_acquire (&node->n_ilock, &range, offset, len);
     if (volume_pread (&node->n_vol, s->rs_buf, len, offset) == -1) {
       ilock_release (&node->n_ilock, &range);
-      peer_fail (p, gen, "resync stopped: cannot read our own disk");
-      ret = -1;
+      peer_fail (p, rp->rp_gen, "resync stopped: cannot read our own disk");
+      pthread_mutex_lock (&rp->rp_lock);
+      rp->rp_failed = true;
+      pthread_mutex_unlock (&rp->rp_lock);
       break;
     }
     pthread_mutex_lock (&p->pr_lock);
@@ -240,10 +287,41 @@ resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
     pthread_mutex_unlock (&p->pr_lock);
     ilock_release (&node->n_ilock, &range);
   }
+}
+
+static void *
+resync_worker_thread (void *arg)
+{
+  resync_worker (arg, 1, RESYNC_WORKERS);
+  return NULL;
+}
+
+/* Returns 0 when every chunk that was set has been sent and
+ * acknowledged, -1 if the connection failed. */
+static int
+resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
+{
+  struct resync_pass rp = {
+    .rp_peer = p, .rp_gen = gen, .rp_slots = slots,
+    .rp_persisted_ns = now_ns (),
+  };
+  pthread_t helper;
+  unsigned i;
+  int err;
+
+  pthread_mutex_init (&rp.rp_lock, NULL);
+  err = pthread_create (&helper, NULL, resync_worker_thread, &rp);
+  if (err == 0) {
+    resync_worker (&rp, 0, RESYNC_WORKERS);
+    pthread_join (helper, NULL);
+  }
+  else                          /* one thread does it all, just slower */
+    resync_worker (&rp, 0, 1);
+  pthread_mutex_destroy (&rp.rp_lock);
 
   for (i = 0; i < RESYNC_SLOTS; i++)
     waiter_wait (&slots[i].rs_waiter);
-  return ret;
+  return rp.rp_failed ? -1 : 0;
 }
 
 static void
@@ -251,6 +329,7 @@ resync (struct peer *p, uint64_t gen, struct resync_slot *slots)
 {
   const char *name = p->pr_cfg->nc_name;
   uint64_t total, t0 = now_ns ();
+  double secs;
 
   pthread_mutex_lock (&p->pr_lock);
   total = bitmap_dirty_bytes (&p->pr_bitmap);
@@ -290,14 +369,16 @@ resync (struct peer *p, uint64_t gen, struct resync_slot *slots)
     goto out;
   gen_resync_finished_source (p->pr_node, p);
   meta_write_peer_bitmap (p->pr_node, p);
+  secs = (now_ns () - t0) / 1e9;
   if (p->pr_csum_resync)
-    log_info ("peer %s: resync finished, %" PRIu64 " bytes in %.1f s "
-              "(%" PRIu64 " of them the same on both sides, not sent); "
-              "peer is UpToDate", name, total, (now_ns () - t0) / 1e9,
-              p->pr_csum_same);
+    log_info ("peer %s: resync finished, %" PRIu64 " bytes in %.3f s "
+              "(%.0f MiB/s; %" PRIu64 " of them the same on both sides, "
+              "not sent); peer is UpToDate", name, total, secs,
+              total / 1048576.0 / secs, p->pr_csum_same);
   else
-    log_info ("peer %s: resync finished, %" PRIu64 " bytes in %.1f s; "
-              "peer is UpToDate", name, total, (now_ns () - t0) / 1e9);
+    log_info ("peer %s: resync finished, %" PRIu64 " bytes in %.3f s "
+              "(%.0f MiB/s); peer is UpToDate", name, total, secs,
+              total / 1048576.0 / secs);
 
  out:
   verify_csum_end (p);

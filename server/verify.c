@@ -31,8 +31,6 @@
 #include "internal.h"
 #include "log.h"
 
-#define VERIFY_SLOTS      8
-#define VERIFY_MAX_BYTES  (256u << 10)
 #define DIGEST_SIZE       8
 
 struct verify_slot {

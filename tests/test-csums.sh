@@ -35,7 +35,7 @@ line=$(grep 'resync finished' "$tmpdir/node0.log" | tail -n1)
 info "$line"
 wait_uptodate node0 30
 same_disks node0 node1
-grep -q "67108864 bytes in .* (67096576 of them the same on both sides, not sent)" <<<"$line" ||
+grep -q "67108864 bytes in .*; 67096576 of them the same on both sides, not sent)" <<<"$line" ||
     fail "expected all but the 3 damaged chunks (12288 bytes) to be the same"
 # What the primary sent for the resync must be far below the 64M of data.
 sent=$(( $(status_json node0 | jq '.peers[0].bytes_sent') - sent0 ))
