@@ -1064,6 +1064,8 @@ check_meta (struct loader *ld, const struct repl_config *cfg, size_t i,
 
   for (j = 0; j <= i; j++) {
     other = &cfg->cf_nodes[j];
+    if (other->nc_diskless)
+      continue;
     if (nc->nc_meta && strcmp (nc->nc_meta, other->nc_disk) == 0) {
       if (j == i)
         load_error (ld, line, "%smeta: '%s' is the node's own disk",
@@ -1165,12 +1167,27 @@ parse_node (struct loader *ld, struct repl_config *cfg, size_t i,
   if (check_unique (ld, cfg, i, where, vals) == -1)
     return -1;
 
-  if (get_path (ld, where, keys[NODE_DISK], vals[NODE_DISK], &nc->nc_disk) == -1)
+  /* "none" is a word, not a file name (a file called so is "./none"):
+   * a diskless node, which keeps no data and no metadata. */
+  if (vals[NODE_DISK] && vals[NODE_DISK]->type == YAML_SCALAR_NODE &&
+      strcmp ((const char *) vals[NODE_DISK]->data.scalar.value, "none") == 0) {
+    nc->nc_diskless = true;
+    if (vals[NODE_META]) {
+      load_error (ld, node_line (vals[NODE_META]),
+                  "%smeta: a diskless node (disk: none) has no metadata",
+                  where);
+      return -1;
+    }
+  }
+  else if (get_path (ld, where, keys[NODE_DISK], vals[NODE_DISK],
+                     &nc->nc_disk) == -1)
     return -1;
 
   /* "internal" is a word, not a file name: a file called so is
    * "./internal". */
-  if (vals[NODE_META]) {
+  if (nc->nc_diskless)
+    ;
+  else if (vals[NODE_META]) {
     if (get_text (ld, where, keys[NODE_META], vals[NODE_META], &s) == -1)
       return -1;
     if (strcmp (s, "internal") == 0)
@@ -1187,7 +1204,7 @@ parse_node (struct loader *ld, struct repl_config *cfg, size_t i,
       return -1;
     }
   }
-  if (check_meta (ld, cfg, i, where, vals) == -1)
+  if (!nc->nc_diskless && check_meta (ld, cfg, i, where, vals) == -1)
     return -1;
 
   if (vals[NODE_CONTROL]) {
@@ -1344,7 +1361,8 @@ get_sb_policy (struct loader *ld, const yaml_node_t *key,
 
 enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_QUORUM,
        TOP_ON_NO_QUORUM, TOP_AFTER_SB_0PRI, TOP_AFTER_SB_1PRI, TOP_NET,
-       TOP_METADATA, TOP_RESYNC, TOP_HANDLERS, TOP_NODES, TOP_NKEYS };
+       TOP_METADATA, TOP_RESYNC, TOP_HANDLERS, TOP_READ_BALANCING,
+       TOP_NODES, TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
@@ -1358,8 +1376,39 @@ static const char *const top_keys[TOP_NKEYS] = {
   [TOP_METADATA] = "metadata",
   [TOP_RESYNC] = "resync",
   [TOP_HANDLERS] = "handlers",
+  [TOP_READ_BALANCING] = "read-balancing",
   [TOP_NODES] = "nodes",
 };
+
+/* Diskless nodes: at least one storage node, and (for now) at most two
+ * storage nodes beside them: with more, two storage nodes could both
+ * resync the same third one while a diskless primary writes. */
+static int
+check_diskless (struct loader *ld, struct repl_config *cfg,
+                const yaml_node_t *root)
+{
+  size_t i, storage = 0, diskless = 0;
+
+  for (i = 0; i < cfg->cf_nnodes; i++) {
+    if (cfg->cf_nodes[i].nc_diskless)
+      diskless++;
+    else
+      storage++;
+  }
+  cfg->cf_has_diskless = diskless > 0;
+  if (diskless > 0 && storage == 0) {
+    load_error (ld, node_line (root), "nodes: every node is diskless "
+                "(disk: none); at least one must store the data");
+    return -1;
+  }
+  if (diskless > 0 && storage > 2) {
+    load_error (ld, node_line (root), "nodes: %zu storage nodes with a "
+                "diskless node; this version supports diskless nodes with "
+                "one or two storage nodes", storage);
+    return -1;
+  }
+  return 0;
+}
 
 static int
 parse_top (struct loader *ld, struct repl_config *cfg)
@@ -1454,6 +1503,31 @@ parse_top (struct loader *ld, struct repl_config *cfg)
 
   if (parse_nodes (ld, keys[TOP_NODES], vals[TOP_NODES], cfg) == -1)
     return -1;
+  if (check_diskless (ld, cfg, root) == -1)
+    return -1;
+  if (vals[TOP_READ_BALANCING]) {
+    const struct repl_node_cfg *nc;
+
+    if (get_text (ld, "", keys[TOP_READ_BALANCING],
+                  vals[TOP_READ_BALANCING], &s) == -1)
+      return -1;
+    if (strcmp (s, "round-robin") == 0)
+      cfg->cf_read_balancing = REPL_READ_ROUND_ROBIN;
+    else if (strcmp (s, "least-pending") == 0)
+      cfg->cf_read_balancing = REPL_READ_LEAST_PENDING;
+    else if (strncmp (s, "prefer-", 7) == 0 &&
+             (nc = config_find_node (cfg, s + 7)) != NULL &&
+             !nc->nc_diskless) {
+      cfg->cf_read_balancing = REPL_READ_PREFER;
+      cfg->cf_read_prefer_id = nc->nc_id;
+    }
+    else {
+      load_error (ld, node_line (vals[TOP_READ_BALANCING]),
+                  "read-balancing: '%s' is not round-robin, least-pending "
+                  "or prefer-NODE with NODE a storage node of this file", s);
+      return -1;
+    }
+  }
   /* Default: majority with 3 or more nodes (2 nodes have no majority
    * once one is gone), off with fewer. */
   if (cfg->cf_quorum == REPL_QUORUM_DEFAULT)

@@ -82,6 +82,15 @@ enum repl_sb_policy {
   REPL_SB_DISCARD_SECONDARY,    /* (one primary) the secondary loses */
 };
 
+/* read-balancing: where a diskless primary reads from. */
+enum repl_read_balancing {
+  REPL_READ_ROUND_ROBIN = 0,    /* the default */
+  REPL_READ_LEAST_PENDING,      /* the storage node with the fewest
+                                   requests in flight */
+  REPL_READ_PREFER,             /* prefer-NODE: that one while it is
+                                   UpToDate, round-robin otherwise */
+};
+
 enum repl_quorum {
   REPL_QUORUM_DEFAULT = 0,      /* not given: set by the loader */
   REPL_QUORUM_OFF,
@@ -96,7 +105,9 @@ struct repl_node_cfg {
   char *nc_address;             /* as written: "host:port" or "[v6]:port" */
   char *nc_host;                /* without brackets */
   char *nc_port;                /* decimal 1..65535 */
-  char *nc_disk;                /* absolute path */
+  char *nc_disk;                /* absolute path; NULL if diskless */
+  bool nc_diskless;             /* disk: none (a diskless client: no data,
+                                   no metadata; nc_meta NULL too) */
   char *nc_control;             /* absolute path; default
                                    REPL_CONTROL_DIR/RESOURCE-NAME.sock */
   /* Where the node's metadata lives (metadata.h).  Exactly one of:
@@ -124,6 +135,9 @@ struct repl_config {
   char *cf_resource;
   char cf_protocol;             /* 'A', 'B' or 'C' */
   bool cf_auto_promote;         /* promote on the first client open */
+  bool cf_has_diskless;         /* a node has disk: none */
+  enum repl_read_balancing cf_read_balancing;
+  unsigned cf_read_prefer_id;   /* REPL_READ_PREFER: that node's id */
   bool cf_al_updates;           /* metadata: al-updates (DRBD's): false
                                    keeps no activity log, and a crash
                                    means a full resync */

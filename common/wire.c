@@ -26,6 +26,7 @@ enum wire_payload {
   WIRE_PAYLOAD_COUNT,           /* length == count: the data itself */
   WIRE_PAYLOAD_HELLO,           /* length == REPL_HELLO_SIZE */
   WIRE_PAYLOAD_UUIDS,           /* length == REPL_UUIDS_SIZE */
+  WIRE_PAYLOAD_WORD,            /* length == 8 */
   WIRE_PAYLOAD_WORDS,           /* length > 0, a multiple of 8 */
 };
 
@@ -61,6 +62,11 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_VERIFY_REPLY] = { "VERIFY_REPLY", 0, WIRE_PAYLOAD_WORDS, true },
   [REPL_MSG_GOODBYE] =      { "GOODBYE", 0, WIRE_PAYLOAD_NONE, false },
   [REPL_MSG_STATE] =        { "STATE", 0, WIRE_PAYLOAD_NONE, false },
+  [REPL_MSG_AWAY] =         { "AWAY", 0, WIRE_PAYLOAD_WORD, false },
+  [REPL_MSG_OUT_OF_SYNC] =  { "OUT_OF_SYNC", 0, WIRE_PAYLOAD_WORD, true },
+  [REPL_MSG_READ_REQ] =     { "READ_REQ", 0, WIRE_PAYLOAD_NONE, true },
+  [REPL_MSG_READ_REPLY] =   { "READ_REPLY", REPL_FLAG_ERROR,
+                              WIRE_PAYLOAD_COUNT, true },
 };
 
 static const struct wire_type *
@@ -170,10 +176,11 @@ wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE], struct repl_hdr *h,
                          name, h->length);
     break;
   case WIRE_PAYLOAD_COUNT:
-    if (h->flags & REPL_FLAG_ZEROES) {
+    if (h->flags & (REPL_FLAG_ZEROES | REPL_FLAG_ERROR)) {
       if (h->length != 0)
         return wire_error (err, errlen, "%s: length %" PRIu32
-                           " != 0 with flag ZEROES", name, h->length);
+                           " != 0 with flag %s", name, h->length,
+                           h->flags & REPL_FLAG_ZEROES ? "ZEROES" : "ERROR");
     }
     else if (h->length != h->count)
       return wire_error (err, errlen,
@@ -189,6 +196,11 @@ wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE], struct repl_hdr *h,
     if (h->length != REPL_UUIDS_SIZE)
       return wire_error (err, errlen, "%s: length %" PRIu32 " != %d",
                          name, h->length, REPL_UUIDS_SIZE);
+    break;
+  case WIRE_PAYLOAD_WORD:
+    if (h->length != 8)
+      return wire_error (err, errlen, "%s: length %" PRIu32 " != 8",
+                         name, h->length);
     break;
   case WIRE_PAYLOAD_WORDS:
     if (h->length == 0 || h->length % 8 != 0)
@@ -216,6 +228,9 @@ wire_check_range (const struct repl_hdr *h, uint64_t dev_size,
   case REPL_MSG_ZERO:
   case REPL_MSG_RESYNC_DATA:
   case REPL_MSG_VERIFY_REQ:
+  case REPL_MSG_OUT_OF_SYNC:
+  case REPL_MSG_READ_REQ:
+  case REPL_MSG_READ_REPLY:
     break;
   default:
     return 0;

@@ -71,8 +71,25 @@ enum repl_msg_type {
   REPL_MSG_STATE = 19,        /* the sender's role changed: offset = enum
                                  repl_role, seq = enum repl_disk_state;
                                  no payload */
+  /* From a diskless primary to the storage nodes it writes to: */
+  REPL_MSG_AWAY = 20,         /* unsequenced; offset = bit mask of the node
+                                 ids that the sender's following writes
+                                 will not reach directly (the receiver
+                                 forwards them to those it is connected
+                                 to, and marks them out of sync for the
+                                 others); payload: 8 bytes, a new current
+                                 UUID to start (the first write with a
+                                 node away), or 0 */
+  REPL_MSG_OUT_OF_SYNC = 21,  /* sequenced; the count bytes at offset may
+                                 be missing on the node ids of the payload
+                                 (8 bytes, a bit mask): a write to them
+                                 failed in flight */
+  REPL_MSG_READ_REQ = 22,     /* sequenced; read count bytes at offset */
+  REPL_MSG_READ_REPLY = 23,   /* unsequenced; seq, offset, count of the
+                                 request; payload: the data (length ==
+                                 count), or none with flag ERROR */
 };
-#define REPL_MSG_TYPE_MAX 19
+#define REPL_MSG_TYPE_MAX 23
 
 #define REPL_FLAG_FUA       0x0001
 #define REPL_FLAG_MAY_TRIM  0x0002
@@ -81,6 +98,8 @@ enum repl_msg_type {
                                        messages until the plain ACK */
 #define REPL_FLAG_ZEROES    0x0008  /* RESYNC_DATA: the count bytes are
                                        all zero and not sent (length 0) */
+#define REPL_FLAG_ERROR     0x0010  /* READ_REPLY: the read failed; no
+                                       payload */
 
 struct repl_hdr {
   uint32_t magic;
@@ -103,8 +122,9 @@ enum repl_disk_state {
   REPL_DISK_INCONSISTENT = 0,
   REPL_DISK_OUTDATED = 1,
   REPL_DISK_UPTODATE = 2,
+  REPL_DISK_DISKLESS = 3,       /* a diskless node: no data of its own */
 };
-#define REPL_DISK_STATE_MAX 2
+#define REPL_DISK_STATE_MAX 3
 
 /* Generation UUIDs (see common/uuid-compare.h), REPL_UUIDS_SIZE bytes:
  *
@@ -134,7 +154,8 @@ struct repl_uuids {
  *  12  4 peer_id     the id the sender believes it is talking to
  *  16  4 role        enum repl_role
  *  20  4 disk_state  enum repl_disk_state
- *  24  8 size        the sender's volume size in bytes
+ *  24  8 size        the sender's volume size in bytes (a diskless
+ *                    node: the size it learnt from a storage node, or 0)
  *  32 64 resource    NUL-terminated, NUL-padded resource name
  *  96 40 uuids       the sender's generation UUIDs (above)
  */

@@ -103,9 +103,15 @@ snapshot_peer (struct peer *p, bool we_are_primary, struct peer_snapshot *s)
   s->resync_done = p->pr_resync_done;
   if (we_are_primary)
     s->out_of_sync = bitmap_dirty_bytes (&p->pr_bitmap);
-  else
-    s->out_of_sync = p->pr_resyncing && p->pr_resync_total > p->pr_resync_done
+  else if (p->pr_resyncing)
+    s->out_of_sync = p->pr_resync_total > p->pr_resync_done
       ? p->pr_resync_total - p->pr_resync_done : 0;
+  else if (p->pr_node->n_cfg.cf_has_diskless && !p->pr_node->n_diskless &&
+           !p->pr_cfg->nc_diskless)
+    /* Storage nodes of a diskless primary track each other. */
+    s->out_of_sync = bitmap_dirty_bytes (&p->pr_bitmap);
+  else
+    s->out_of_sync = 0;
   s->in_flight = p->pr_ring_count;
   s->msgs_sent = p->pr_msgs_sent;
   s->bytes_sent = p->pr_bytes_sent;

@@ -28,7 +28,7 @@ extern int engine_start (struct repl_node *node);
 /* Stop every thread, close everything and free the node. */
 extern void engine_destroy (struct repl_node *node);
 
-extern uint64_t engine_size (const struct repl_node *node);
+extern uint64_t engine_size (struct repl_node *node);
 
 /* May an NBD client use this node?  Only the primary serves clients;
  * a secondary answers -1 with errno EROFS after logging which node is

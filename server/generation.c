@@ -434,6 +434,75 @@ gen_before_write (struct repl_node *node)
       sync_send_uuids (node->n_peers[i]);
 }
 
+/* A storage node whose primary is diskless: that primary starts the new
+ * generation at its first write with nodes away (diskless.c) and sends
+ * the same fresh UUID, with the mask of the away node ids, to every
+ * storage node it writes to (AWAY), so that all of them move to it
+ * together, as gen_before_write moves a primary with a disk.  A UUID
+ * that is already current or in the history is an old announcement:
+ * nothing to do.  Returns 0, or -1 if the metadata cannot be written. */
+static bool
+real_uuid (uint64_t v)
+{
+  return v != 0 && v != UUID_JUST_CREATED;
+}
+
+int
+gen_start_for_away (struct repl_node *node, uint32_t away, uint64_t fresh)
+{
+  struct md_super sb;
+  struct gen_uuids u;
+  struct peer *first = NULL;
+  uint64_t old;
+  size_t i;
+  int r;
+
+  if (!real_uuid (fresh))
+    return 0;
+  pthread_mutex_lock (&node->n_md_io_lock);
+  sb = node->n_md.md_super;
+  if (sb.ms_current_uuid == fresh || sb.ms_history_uuid[0] == fresh ||
+      sb.ms_history_uuid[1] == fresh) {
+    pthread_mutex_unlock (&node->n_md_io_lock);
+    return 0;
+  }
+  for (i = 0; i < node->n_npeers && first == NULL; i++) {
+    struct peer *q = node->n_peers[i];
+    if (!q->pr_cfg->nc_diskless && (away & (UINT32_C (1) << q->pr_cfg->nc_id)))
+      first = q;
+  }
+  old = sb.ms_current_uuid;
+  if (first != NULL) {
+    view_locked (node, first, &u);
+    uuid_new_current (&u, fresh);
+    apply_view (&sb, first, &u);
+    for (i = 0; i < node->n_npeers; i++) {
+      struct peer *q = node->n_peers[i];
+
+      if (q != first && !q->pr_cfg->nc_diskless &&
+          (away & (UINT32_C (1) << q->pr_cfg->nc_id)) &&
+          sb.ms_peers[q->pr_md_slot].mp_bitmap_uuid == 0 &&
+          real_uuid (old))
+        sb.ms_peers[q->pr_md_slot].mp_bitmap_uuid = old;
+    }
+  }
+  else {
+    sb.ms_current_uuid = fresh;
+    if (real_uuid (old)) {
+      sb.ms_history_uuid[1] = sb.ms_history_uuid[0];
+      sb.ms_history_uuid[0] = old;
+    }
+  }
+  r = meta_write_super_locked (node, &sb);
+  pthread_mutex_unlock (&node->n_md_io_lock);
+  if (r == 0)
+    log_info ("node %s: the diskless primary started a new generation "
+              "with nodes away (mask 0x%" PRIx32 "): current UUID %016"
+              PRIx64 " (was %016" PRIx64 ")", node->n_self->nc_name, away,
+              fresh, old);
+  return r;
+}
+
 /* `replctl invalidate` on a secondary: its data is to be discarded and
  * fully resynced.  The metadata is made "just created" (no generation,
  * no history, not Consistent: a new node's) and the connections are

@@ -142,6 +142,8 @@ struct inflight {
   uint16_t if_type;             /* enum repl_msg_type */
   bool if_on_send;              /* the waiter was completed on send */
   struct waiter *if_waiter;     /* completed on ack or failure, or NULL */
+  void *if_read_buf;            /* READ_REQ: where the data goes */
+  int *if_read_status;          /* ... set to 0 once it is there, or EIO */
 };
 
 struct repl_node;
@@ -245,6 +247,21 @@ struct peer {
   uint64_t pr_connected_ns;
   char pr_last_error[512];
 
+  /* Diskless primary (diskless.c): the AWAY state last sent on this
+   * connection.  Storage node (forward.c): the AWAY mask the peer, a
+   * diskless primary, last sent, and a buffer for its reads. */
+  bool pr_peer_diskless;        /* the peer has no disk (its hello) */
+  uint64_t pr_peer_size;        /* the volume size in its hello */
+  uint32_t pr_dl_sent_away;
+  uint64_t pr_dl_sent_uuid;
+  struct out_msg pr_away_msg;   /* the AWAY last queued */
+  uint8_t pr_away_buf[8];       /* ... and its payload */
+  uint32_t pr_away_mask;
+  void *pr_read_buf;            /* REPL_MAX_PAYLOAD bytes, or NULL */
+  bool pr_upstream;             /* a storage secondary that resyncs us or
+                                   forwards a diskless primary's writes
+                                   to us on this connection */
+
   /* Counters for status. */
   uint64_t pr_msgs_sent;
   uint64_t pr_bytes_sent;
@@ -333,6 +350,40 @@ extern int engine_invalidate (struct repl_node *node, char *err,
 /* resync.c */
 extern void *resync_thread (void *arg);
 
+/* diskless.c */
+extern int diskless_check_hello (struct repl_node *node, struct peer *p,
+                                 const struct repl_hello *h, char *err,
+                                 size_t errlen);
+extern void diskless_peer_connected (struct repl_node *node, struct peer *p);
+extern int diskless_ranged (struct repl_node *node, enum repl_msg_type type,
+                            const void *buf, uint32_t count, uint64_t offset,
+                            uint16_t flags);
+extern int diskless_pread (struct repl_node *node, void *buf, uint32_t count,
+                           uint64_t offset);
+extern bool node_primary_is_diskless_or_none (struct repl_node *node);
+
+extern int gen_start_for_away (struct repl_node *node, uint32_t away,
+                               uint64_t fresh);
+
+/* forward.c */
+extern int forward_handle_away (struct peer *p, uint64_t gen,
+                                const struct repl_hdr *h,
+                                const uint8_t *payload);
+extern int forward_handle_out_of_sync (struct peer *p, uint64_t gen,
+                                       const struct repl_hdr *h,
+                                       const uint8_t *payload);
+extern int forward_handle_read (struct peer *p, uint64_t gen,
+                                const struct repl_hdr *h);
+extern int forward_submit (struct peer *p, const struct repl_hdr *h,
+                           const uint8_t *payload, struct waiter *w,
+                           struct out_msg msgs[REPL_MAX_NODES]);
+extern bool forward_may_feed_us (struct peer *p);
+extern int peer_submit_read_locked (struct peer *p, void *buf,
+                                    uint32_t count, uint64_t offset,
+                                    int *status, struct waiter *w,
+                                    struct out_msg *om,
+                                    struct peer_ticket *t);
+
 /* ---- node.c, listener.c, ticker.c, control.c ------------------------ */
 
 struct repl_node {
@@ -380,6 +431,14 @@ struct repl_node {
   struct bitmap n_md_scratch;   /* bitmap pages on their way to disk */
   atomic_uint_fast64_t n_al_waits;      /* writes that waited for a
                                            transaction */
+
+  /* A diskless node (disk: none; diskless.c).  n_lock guards these. */
+  bool n_diskless;
+  uint64_t n_dl_current;        /* the data's current UUID, as learnt
+                                   from the storage nodes or started here */
+  uint64_t n_dl_prev;           /* the one it replaced, or 0 */
+  uint32_t n_dl_gen_away;       /* node ids away since it started */
+  unsigned n_dl_next_read;      /* round-robin read balancing */
 
   atomic_uint_fast64_t n_requests_in_flight;
   atomic_uint_fast64_t n_writes, n_write_bytes, n_reads, n_read_bytes;

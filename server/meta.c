@@ -448,6 +448,8 @@ meta_set_flags (struct repl_node *node, uint32_t set, uint32_t clear)
   struct md_super sb;
   int r = 0;
 
+  if (node->n_diskless)
+    return 0;                   /* no metadata */
   pthread_mutex_lock (&node->n_md_io_lock);
   sb = node->n_md.md_super;
   sb.ms_flags = (sb.ms_flags | set) & ~clear;

@@ -40,6 +40,7 @@ disk_state_name (enum repl_disk_state disk)
   case REPL_DISK_INCONSISTENT: return "Inconsistent";
   case REPL_DISK_OUTDATED: return "Outdated";
   case REPL_DISK_UPTODATE: return "UpToDate";
+  case REPL_DISK_DISKLESS: return "Diskless";
   }
   abort ();
 }
@@ -189,7 +190,8 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   if (primary)
     node->n_primary_id = self->nc_id;
 
-  {
+  node->n_diskless = self->nc_diskless;
+  if (!node->n_diskless) {
     char where[512];
     snprintf (where, sizeof where, "%s: node %s: ", config_path,
               self->nc_name);
@@ -214,7 +216,11 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     char where[512];
     snprintf (where, sizeof where, "%s: node %s: ", config_path,
               self->nc_name);
-    if (meta_open (node, where) == -1 || start_role (node) == -1)
+    if (node->n_diskless) {
+      node->n_disk = REPL_DISK_DISKLESS;
+      node->n_quorum = node_has_quorum (node);
+    }
+    else if (meta_open (node, where) == -1 || start_role (node) == -1)
       goto err;
   }
 
@@ -336,10 +342,28 @@ engine_destroy (struct repl_node *node)
   free (node);
 }
 
+/* A diskless node learns the size from the first storage node it
+ * reaches; a client that opens before that waits for it, bounded by the
+ * connect timeout, so that a node started just before its client (as
+ * repl-attach does) works. */
 uint64_t
-engine_size (const struct repl_node *node)
+engine_size (struct repl_node *node)
 {
-  return node->n_vol.vol_size;
+  uint64_t size;
+
+  pthread_mutex_lock (&node->n_lock);
+  if (node->n_diskless && node->n_vol.vol_size == 0) {
+    struct timespec ts;
+
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += node->n_cfg.cf_ping_timeout_ms / 1000 + 1;
+    while (node->n_vol.vol_size == 0 && !node->n_stopping &&
+           pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts) == 0)
+      ;
+  }
+  size = node->n_vol.vol_size;
+  pthread_mutex_unlock (&node->n_lock);
+  return size;
 }
 
 int

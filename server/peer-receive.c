@@ -91,7 +91,8 @@ is_data (unsigned type)
   case REPL_MSG_WRITE: case REPL_MSG_TRIM: case REPL_MSG_ZERO:
   case REPL_MSG_FLUSH: case REPL_MSG_RESYNC_START:
   case REPL_MSG_RESYNC_DATA: case REPL_MSG_RESYNC_DONE:
-  case REPL_MSG_VERIFY_REQ:
+  case REPL_MSG_VERIFY_REQ: case REPL_MSG_READ_REQ:
+  case REPL_MSG_OUT_OF_SYNC:
     return true;
   default:
     return false;
@@ -133,8 +134,31 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
   struct repl_node *node = p->pr_node;
   struct volume *vol = &node->n_vol;
   const char *name = p->pr_cfg->nc_name;
-  bool in_al = false;
+  struct out_msg fwd_msgs[REPL_MAX_NODES];
+  struct ilock_range range;
+  struct waiter fwd;
+  bool in_al = false, forwarding = false, locked = false;
   int r = 0;
+
+  switch (h->type) {
+  case REPL_MSG_READ_REQ:
+    return forward_handle_read (p, gen, h);
+  case REPL_MSG_OUT_OF_SYNC:
+    return forward_handle_out_of_sync (p, gen, h, payload);
+  case REPL_MSG_WRITE: case REPL_MSG_TRIM: case REPL_MSG_ZERO:
+  case REPL_MSG_FLUSH:
+    /* A diskless primary's write that some storage nodes do not get
+     * from it: forwarded to those we reach (forward.c), ordered with
+     * any resync we send them by our interval lock. */
+    forwarding = p->pr_away_mask != 0;
+    if (forwarding && h->type != REPL_MSG_FLUSH) {
+      ilock_acquire (&node->n_ilock, &range, h->offset, h->count);
+      locked = true;
+    }
+    break;
+  default:
+    break;
+  }
 
   /* A secondary keeps an activity log too: after its own crash, what it
    * had acknowledged but not yet flushed is resynced from the primary
@@ -142,8 +166,11 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
   switch (h->type) {
   case REPL_MSG_WRITE: case REPL_MSG_RESYNC_DATA:
   case REPL_MSG_TRIM: case REPL_MSG_ZERO:
-    if (meta_al_begin (node, h->offset, h->count) == -1)
+    if (meta_al_begin (node, h->offset, h->count) == -1) {
+      if (locked)
+        ilock_release (&node->n_ilock, &range);
       return -2;
+    }
     in_al = true;
     break;
   default:
@@ -159,6 +186,8 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
       r = write_spliced (p, gen, rx, h, payload, have);
       if (r == -1) {
         meta_al_end (node, h->offset, h->count);
+        if (locked)
+          ilock_release (&node->n_ilock, &range);
         return -1;
       }
       r = r == -2 ? -1 : 0;
@@ -212,12 +241,20 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     pthread_mutex_unlock (&p->pr_lock);
     if (meta_write_peer_bitmap (node, p) == -1)
       return -2;
-    sync_send_uuids (p);        /* the source learns our new generation */
     handler_run (node, REPL_HANDLER_AFTER_RESYNC_TARGET, p);
     pthread_mutex_lock (&p->pr_lock);
     p->pr_resyncing = false;
     pthread_mutex_unlock (&p->pr_lock);
     node_set_disk (node, REPL_DISK_UPTODATE);
+    /* The source, and a diskless primary, learn our new generation. */
+    {
+      size_t i;
+      for (i = 0; i < node->n_npeers; i++) {
+        struct peer *q = node->n_peers[i];
+        if (q == p || q->pr_cfg->nc_diskless)
+          sync_send_uuids (q);
+      }
+    }
     log_info ("peer %s: resync finished, %s", name,
               disk_state_name (REPL_DISK_UPTODATE));
     return 0;
@@ -228,6 +265,14 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     meta_al_end (node, h->offset, h->count);
   if (r == 0 && needs_durable (h))
     r = volume_flush (vol);
+  if (forwarding) {
+    waiter_init (&fwd, 0);
+    forward_submit (p, h, payload, &fwd, fwd_msgs);
+    if (locked)
+      ilock_release (&node->n_ilock, &range);
+    waiter_wait (&fwd);         /* acknowledged by where it went */
+    waiter_destroy (&fwd);
+  }
   if (r == 0 && h->type == REPL_MSG_RESYNC_DATA && !node->n_cfg.cf_al_updates)
     volume_start_writeback (vol, h->count, h->offset);  /* flushed at DONE */
   if (r == 0 && h->type == REPL_MSG_RESYNC_DATA) {
@@ -355,6 +400,46 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
   return 0;
 }
 
+/* Diskless primary: the answer to one of our READ_REQs.  The data goes
+ * where the reader waits for it; the cumulative ACK that follows retires
+ * the request and wakes the reader. */
+static int
+handle_read_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
+                   const uint8_t *payload)
+{
+  struct inflight *f = NULL;
+  uint64_t first;
+
+  pthread_mutex_lock (&p->pr_lock);
+  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED) {
+    pthread_mutex_unlock (&p->pr_lock);
+    return -1;
+  }
+  if (p->pr_ring_count > 0) {
+    first = p->pr_ring[p->pr_ring_head].if_seq;
+    if (h->seq >= first && h->seq - first < p->pr_ring_count)
+      f = &p->pr_ring[(p->pr_ring_head + (h->seq - first)) % PEER_WINDOW];
+  }
+  if (f == NULL || f->if_type != REPL_MSG_READ_REQ ||
+      f->if_read_status == NULL || f->if_count != h->count ||
+      f->if_offset != h->offset) {
+    peer_fail_locked (p, gen, "protocol error: READ_REPLY %" PRIu64 " of %"
+                      PRIu32 " bytes at offset %" PRIu64 " answers no read "
+                      "of ours", h->seq, h->count, h->offset);
+    pthread_mutex_unlock (&p->pr_lock);
+    return -1;
+  }
+  if (h->flags & REPL_FLAG_ERROR)
+    *f->if_read_status = EIO;
+  else {
+    memcpy (f->if_read_buf, payload, h->count);
+    *f->if_read_status = 0;
+  }
+  f->if_read_status = NULL;
+  pthread_mutex_unlock (&p->pr_lock);
+  return 0;
+}
+
 /* Check a data message before anything is applied. */
 static int
 check_data (struct peer *p, uint64_t gen, const struct repl_hdr *h)
@@ -362,10 +447,13 @@ check_data (struct peer *p, uint64_t gen, const struct repl_hdr *h)
   struct repl_node *node = p->pr_node;
   char err[256];
 
-  if (p->pr_role != REPL_ROLE_PRIMARY ||
-      node_role (node) == REPL_ROLE_PRIMARY) {
-    peer_fail (p, gen, "protocol error: %s from a peer that is not our primary",
-               wire_type_name (h->type));
+  if (!forward_may_feed_us (p) ||
+      ((h->type == REPL_MSG_READ_REQ || h->type == REPL_MSG_OUT_OF_SYNC) &&
+       !p->pr_peer_diskless)) {
+    peer_fail (p, gen, "protocol error: %s from a peer that is not our "
+               "primary%s", wire_type_name (h->type),
+               node_primary_is_diskless_or_none (node)
+               ? " nor a storage node that feeds us" : "");
     return -1;
   }
   if (h->seq != p->pr_expect_seq) {
@@ -408,6 +496,7 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
       if (wire_decode_hdr (buf + pos, &h, err, sizeof err) == -1 ||
           len - pos - REPL_HDR_SIZE < h.length || !is_data (h.type) ||
           needs_durable (&h) || h.type == REPL_MSG_VERIFY_REQ ||
+          h.type == REPL_MSG_READ_REQ || h.type == REPL_MSG_OUT_OF_SYNC ||
           h.seq != p->pr_expect_seq + (received))
         break;
       received++;
@@ -432,6 +521,7 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
      * large write that can go from the socket to the disk directly. */
     if (have < h.length &&
         !(rx->rx_pipe[0] >= 0 && h.length >= LARGE_MESSAGE &&
+          p->pr_away_mask == 0 &&       /* forwarding needs the data */
           (h.type == REPL_MSG_WRITE || h.type == REPL_MSG_RESYNC_DATA)))
       break;
 
@@ -474,6 +564,14 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
         break;
       case REPL_MSG_VERIFY_REPLY:
         if (verify_handle_reply (p, gen, &h, buf + pos + REPL_HDR_SIZE) == -1)
+          return -1;
+        break;
+      case REPL_MSG_AWAY:
+        if (forward_handle_away (p, gen, &h, buf + pos + REPL_HDR_SIZE) < 0)
+          return -1;
+        break;
+      case REPL_MSG_READ_REPLY:
+        if (handle_read_reply (p, gen, &h, buf + pos + REPL_HDR_SIZE) == -1)
           return -1;
         break;
       case REPL_MSG_UUIDS:

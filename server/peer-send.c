@@ -207,11 +207,11 @@ peer_send_wait (struct peer *p, uint64_t gen, struct out_msg *om)
  * are recorded in the dirty bitmap instead.  Returns 1 if queued, 0 if
  * not.  pr_lock held; om and the payload must stay alive until w
  * completes. */
-int
-peer_submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
-                    const void *payload, uint32_t count, uint64_t offset,
-                    struct waiter *w, bool on_send, struct out_msg *om,
-                    struct peer_ticket *t)
+static int
+submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
+               const void *payload, uint32_t count, uint64_t offset,
+               struct waiter *w, bool on_send, struct out_msg *om,
+               struct peer_ticket *t, void *read_buf, int *read_status)
 {
   struct inflight *f;
   uint64_t seq, gen = p->pr_gen;
@@ -221,7 +221,7 @@ peer_submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
     pthread_cond_wait (&p->pr_cond, &p->pr_lock);
 
   if (p->pr_state != CONN_CONNECTED || p->pr_gen != gen) {
-    if (changes_data (type))
+    if (changes_data (type) && !p->pr_node->n_diskless)
       bitmap_set_range (&p->pr_bitmap, offset, count);
     return 0;
   }
@@ -236,11 +236,13 @@ peer_submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
   f->if_time_ns = now_ns ();
   f->if_on_send = on_send;
   f->if_waiter = on_send ? NULL : w;
+  f->if_read_buf = read_buf;
+  f->if_read_status = read_status;
 
   out_msg_init (om, type, flags, count, seq, offset, payload,
                 type == REPL_MSG_WRITE ||
                 (type == REPL_MSG_RESYNC_DATA && !(flags & REPL_FLAG_ZEROES))
-                ? count : 0);
+                ? count : type == REPL_MSG_OUT_OF_SYNC ? 8 : 0);
   /* The waiter counts two events: the sender letting go of om (and the
    * payload) and the acknowledgement — they may come in either order,
    * since the peer can answer before sendmsg returns.  Protocol A plain
@@ -255,6 +257,32 @@ peer_submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
                     type == REPL_MSG_FLUSH || (flags & REPL_FLAG_FUA);
   }
   peer_queue_locked (p, om);
+  return 1;
+}
+
+int
+peer_submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
+                    const void *payload, uint32_t count, uint64_t offset,
+                    struct waiter *w, bool on_send, struct out_msg *om,
+                    struct peer_ticket *t)
+{
+  return submit_locked (p, type, flags, payload, count, offset, w, on_send,
+                        om, t, NULL, NULL);
+}
+
+/* Diskless primary: queue a READ_REQ for count bytes at offset; the
+ * answer's data goes to buf and *status becomes 0 (or EIO) before the
+ * ACK that completes w.  Returns 1 if queued, 0 if not connected.
+ * pr_lock held; om, buf and status must stay alive until w completes. */
+int
+peer_submit_read_locked (struct peer *p, void *buf, uint32_t count,
+                         uint64_t offset, int *status, struct waiter *w,
+                         struct out_msg *om, struct peer_ticket *t)
+{
+  if (submit_locked (p, REPL_MSG_READ_REQ, 0, NULL, count, offset, w, false,
+                     om, t, buf, status) == 0)
+    return 0;
+  t->pt_applied = true;
   return 1;
 }
 

@@ -85,6 +85,18 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   char err[512];
   int d, rule;
 
+  /* A diskless node has no generations and nothing to resync. */
+  if (node->n_diskless || p->pr_peer_diskless) {
+    if (node->n_diskless)
+      diskless_peer_connected (node, p);
+    return;
+  }
+  /* With a diskless primary, or none, storage secondaries resync each
+   * other (the primary has no data to resync them from). */
+  bool pair = !we_primary && h->role != REPL_ROLE_PRIMARY &&
+              node_primary_is_diskless_or_none (node);
+  bool lower = node->n_self->nc_id < p->pr_cfg->nc_id;
+
   /* The same decision the handshake checked; the state may have moved
    * on since, so it may now refuse. */
   d = gen_decide (node, p, h, &rule, err, sizeof err);
@@ -98,7 +110,7 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   p->pr_split_brain = false;
   pthread_mutex_unlock (&p->pr_lock);
 
-  if (we_primary && uuid_decision_is_source (d)) {
+  if ((we_primary || pair) && uuid_decision_is_source (d)) {
     if (uuid_decision_is_full (d)) {
       pthread_mutex_lock (&p->pr_lock);
       bitmap_set_all (&p->pr_bitmap);
@@ -109,6 +121,21 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
       }
     }
     resync = true;
+  }
+  else if (pair && d == UUID_NO_SYNC) {
+    /* Two storage secondaries in the same generation: whoever marked
+     * chunks the other lacks sends them; if both did, the lower id
+     * takes the other's marks too and sends all. */
+    uint64_t ours;
+
+    pthread_mutex_lock (&p->pr_lock);
+    ours = bitmap_count (&p->pr_bitmap);
+    pthread_mutex_unlock (&p->pr_lock);
+    resync = ours > 0 && (h->uuids.changes == 0 || lower);
+    if (resync)
+      log_info ("peer %s: in the same generation, but chunks are marked "
+                "out of sync (%" PRIu64 " here, %" PRIu32 " there): "
+                "resyncing them from here", name, ours, h->uuids.changes);
   }
   else if (we_primary) {
     /* No sync by the generations.  Bits in either side's bitmap would
@@ -138,14 +165,18 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   }
   pthread_mutex_unlock (&p->pr_lock);
 
-  if (h->role == REPL_ROLE_PRIMARY) {
+  if (forward_may_feed_us (p)) {
     bool mine;
 
     /* What our hello announced, which is what the primary expects. */
     pthread_mutex_lock (&p->pr_lock);
     mine = p->pr_hello_changes > 0;
     pthread_mutex_unlock (&p->pr_lock);
-    if (uuid_decision_is_target (d) || (d == UUID_NO_SYNC && mine))
+    /* Between two storage secondaries the lower id resyncs what either
+     * has marked in the same generation. */
+    if (uuid_decision_is_target (d) ||
+        (d == UUID_NO_SYNC && mine &&
+         (!pair || (!lower && h->uuids.changes > 0))))
       send_bitmap (p, gen);
   }
 }
@@ -156,7 +187,8 @@ sync_on_lost (struct peer *p)
 {
   struct repl_node *node = p->pr_node;
 
-  if (node_role (node) != REPL_ROLE_PRIMARY)
+  if (node_role (node) != REPL_ROLE_PRIMARY || node->n_diskless ||
+      p->pr_cfg->nc_diskless)
     return;
   handler_run (node, REPL_HANDLER_FENCE_PEER, p);
   /* The next write starts a new generation (gen_before_write). */

@@ -90,6 +90,7 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
   p->pr_decision = -1;
   p->pr_qtail = &p->pr_qhead;
   p->pr_ack_msg.om_done = true;
+  p->pr_away_msg.om_done = true;
   return p;
 }
 
@@ -320,6 +321,15 @@ peer_check_hello (struct peer *p, const struct repl_hello *h,
               h->node_id, h->peer_id, p->pr_cfg->nc_id, node->n_self->nc_id);
     return -1;
   }
+  if (node->n_diskless || h->disk_state == REPL_DISK_DISKLESS) {
+    if (h->role == REPL_ROLE_PRIMARY &&
+        node_role (node) == REPL_ROLE_PRIMARY) {
+      snprintf (err, errlen, "refusing connection: both this node and the "
+                "peer are Primary; only one node may be primary");
+      return -1;
+    }
+    return diskless_check_hello (node, p, h, err, errlen);
+  }
   if (h->size != node->n_vol.vol_size) {
     snprintf (err, errlen, "refusing connection: peer's disk is %" PRIu64
               " bytes, ours (%s) is %" PRIu64 " bytes; disks must be "
@@ -457,6 +467,11 @@ peer_thread (void *arg)
     p->pr_role = hello.role;
     p->pr_disk = hello.disk_state;
     p->pr_disk_known = true;
+    p->pr_peer_diskless = hello.disk_state == REPL_DISK_DISKLESS;
+    p->pr_peer_size = hello.size;
+    p->pr_away_mask = 0;
+    p->pr_dl_sent_away = 0;
+    p->pr_dl_sent_uuid = 0;
     p->pr_last_error[0] = '\0';
     p->pr_last_recv_ns = now_ns ();
     p->pr_last_ping_ns = p->pr_last_recv_ns;

@@ -146,6 +146,30 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
               ? "all" : "majority");
     return -1;
   }
+  if (node->n_diskless) {
+    bool storage = false;
+
+    /* No data here: it needs a storage node to write to. */
+    for (i = 0; i < node->n_npeers && !storage; i++) {
+      struct peer *p = node->n_peers[i];
+      pthread_mutex_lock (&p->pr_lock);
+      storage = p->pr_state == CONN_CONNECTED && !p->pr_peer_diskless &&
+                p->pr_disk == REPL_DISK_UPTODATE;
+      pthread_mutex_unlock (&p->pr_lock);
+    }
+    if (!storage) {
+      snprintf (err, errlen, "this node is diskless and no UpToDate "
+                "storage node is connected");
+      return -1;
+    }
+    pthread_mutex_lock (&node->n_lock);
+    node->n_role = REPL_ROLE_PRIMARY;
+    node->n_primary_id = node->n_self->nc_id;
+    pthread_mutex_unlock (&node->n_lock);
+    log_info ("node %s: now Primary (diskless)%s", node->n_self->nc_name,
+              force ? " (forced)" : "");
+    return 0;
+  }
   pthread_mutex_lock (&node->n_lock);
   disk = node->n_disk;
   pthread_mutex_unlock (&node->n_lock);
@@ -216,7 +240,7 @@ demote (struct repl_node *node, char *err, size_t errlen)
     snprintf (err, errlen, "requests are in flight");
     return -1;
   }
-  if (volume_flush (&node->n_vol) == -1 ||
+  if ((!node->n_diskless && volume_flush (&node->n_vol) == -1) ||
       meta_set_flags (node, 0, MD_FLAG_PRIMARY) == -1) {
     snprintf (err, errlen, "cannot flush the disk or write the metadata");
     return -1;
@@ -254,7 +278,7 @@ role_auto_promote_locked (struct repl_node *node)
   pthread_mutex_lock (&node->n_lock);
   disk = node->n_disk;
   pthread_mutex_unlock (&node->n_lock);
-  if (disk != REPL_DISK_UPTODATE)
+  if (disk != REPL_DISK_UPTODATE && disk != REPL_DISK_DISKLESS)
     return false;
   if (promote (node, false, err, sizeof err) == 0) {
     node->n_auto_promoted = true;

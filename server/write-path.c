@@ -98,6 +98,8 @@ replicate (struct repl_node *node, const struct local_op *op,
   waiter_init (&w, 0);
   for (i = 0; i < node->n_npeers; i++) {
     tickets[i] = (struct peer_ticket) { .pt_seq = 0 };
+    if (node->n_peers[i]->pr_cfg->nc_diskless)
+      continue;                 /* a diskless secondary keeps nothing */
     peer_submit (node->n_peers[i], op->lo_type, flags, op->lo_buf,
                  op->lo_type == REPL_MSG_FLUSH ? 0 : count,
                  op->lo_type == REPL_MSG_FLUSH ? 0 : offset, &w, &msgs[i],
@@ -131,6 +133,10 @@ ranged (struct repl_node *node, struct local_op *op, uint32_t count,
   uint32_t al_count;
   int r = 0;
 
+  if (node->n_diskless)
+    return diskless_ranged (node, op->lo_type, op->lo_buf, count, offset,
+                            (op->lo_fua ? REPL_FLAG_FUA : 0) |
+                            (op->lo_may_trim ? REPL_FLAG_MAY_TRIM : 0));
   if (role_check_write (node) == -1)
     return -1;
   if (atomic_load (&node->n_gen_pending))
@@ -196,6 +202,8 @@ engine_flush (struct repl_node *node)
   struct local_op op = { .lo_type = REPL_MSG_FLUSH };
   int r;
 
+  if (node->n_diskless)
+    return diskless_ranged (node, REPL_MSG_FLUSH, NULL, 0, 0, 0);
   if (role_check_write (node) == -1)
     return -1;
   atomic_fetch_add (&node->n_requests_in_flight, 1);
@@ -210,5 +218,7 @@ engine_pread (struct repl_node *node, void *buf, uint32_t count,
 {
   atomic_fetch_add (&node->n_reads, 1);
   atomic_fetch_add (&node->n_read_bytes, count);
+  if (node->n_diskless)
+    return diskless_pread (node, buf, count, offset);
   return volume_pread (&node->n_vol, buf, count, offset);
 }

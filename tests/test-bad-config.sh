@@ -107,6 +107,17 @@ bad id-negative "$c" node0 "id: '-1'"
 write_config "$c" "s/127.0.0.1:$port1/127.0.0.1:70000/"
 bad port-out-of-range "$c" node0 "address: '127.0.0.1:70000'"
 
+# Diskless nodes (disk: none).
+write_config "$c" 's/disk: node[01].img/disk: none/'
+bad all-diskless "$c" node0 "every node is diskless (disk: none)"
+
+write_config "$c" 's/disk: node1.img/disk: none\n    meta: node1.meta/'
+bad diskless-with-meta "$c" node0 "meta: a diskless node (disk: none) has no metadata"
+
+write_config "$c" 's/^protocol: C/&\nread-balancing: prefer-nobody/'
+bad read-balancing-unknown-node "$c" node0 \
+    "read-balancing: 'prefer-nobody' is not round-robin, least-pending or prefer-NODE"
+
 # metadata: and resync: sections, and each node's meta path.
 write_config "$c" 's/^protocol: C/&\nmetadata:\n  bitmap-granularity: 3000/'
 bad granularity-not-power-of-2 "$c" node0 "bad.yaml:4" \

@@ -21,7 +21,7 @@ struct expect {
   const char *name;
   uint16_t flags;               /* allowed */
   int payload;                  /* 0 none, 1 == count, 2 hello, 3 uuids,
-                                   4 words (multiple of 8) */
+                                   4 words (multiple of 8), 5 one word */
   int has_count;
 };
 
@@ -45,6 +45,10 @@ static const struct expect expect[] = {
   { REPL_MSG_VERIFY_REPLY, "VERIFY_REPLY", 0, 4, 1 },
   { REPL_MSG_GOODBYE, "GOODBYE", 0, 0, 0 },
   { REPL_MSG_STATE, "STATE", 0, 0, 0 },
+  { REPL_MSG_AWAY, "AWAY", 0, 5, 0 },
+  { REPL_MSG_OUT_OF_SYNC, "OUT_OF_SYNC", 0, 5, 1 },
+  { REPL_MSG_READ_REQ, "READ_REQ", 0, 0, 1 },
+  { REPL_MSG_READ_REPLY, "READ_REPLY", 0, 1, 1 },   /* + ERROR: below */
 };
 #define NR_EXPECT (sizeof expect / sizeof expect[0])
 
@@ -56,7 +60,8 @@ valid_hdr (const struct expect *e, struct repl_hdr *h)
   uint32_t length = e->payload == 1 ? count
                   : e->payload == 2 ? REPL_HELLO_SIZE
                   : e->payload == 3 ? REPL_UUIDS_SIZE
-                  : e->payload == 4 ? 4096 : 0;
+                  : e->payload == 4 ? 4096
+                  : e->payload == 5 ? 8 : 0;
 
   wire_hdr_init (h, e->type, e->flags, length, count,
                  UINT64_C (0x0102030405060708) + e->type,
@@ -233,6 +238,8 @@ START_TEST (test_hdr_bad_flags)
         continue;
       if (e->type == REPL_MSG_RESYNC_DATA && f == REPL_FLAG_ZEROES)
         continue;               /* allowed, with length 0: see below */
+      if (e->type == REPL_MSG_READ_REPLY && f == REPL_FLAG_ERROR)
+        continue;               /* likewise (test_read_reply_error) */
       valid_hdr (e, &h);
       h.flags = f;
       snprintf (msg, sizeof msg, "%s: flags 0x%x not allowed", e->name, f);
@@ -242,9 +249,9 @@ START_TEST (test_hdr_bad_flags)
       n++;
     }
   }
-  /* 19 types * 16 bits, less the 6 allowed (FUA x3, MAY_TRIM x1,
-   * RECEIVED x1, ZEROES x1). */
-  ck_assert_int_eq (n, 19 * 16 - 6);
+  /* 23 types * 16 bits, less the 7 allowed (FUA x3, MAY_TRIM x1,
+   * RECEIVED x1, ZEROES x1, ERROR x1). */
+  ck_assert_int_eq (n, 23 * 16 - 7);
 
   /* RESYNC_DATA with ZEROES: count bytes of zeroes, no payload. */
   {
@@ -362,6 +369,15 @@ START_TEST (test_hdr_length_count)
       snprintf (msg, sizeof msg, "%s: length 4194312 > maximum", e->name);
       expect_reject (&h, msg);
       break;
+    case 5:
+      valid_hdr (e, &h);
+      h.length = 16;
+      snprintf (msg, sizeof msg, "%s: length 16 != 8", e->name);
+      expect_reject (&h, msg);
+      h.length = 0;
+      snprintf (msg, sizeof msg, "%s: length 0 != 8", e->name);
+      expect_reject (&h, msg);
+      break;
     default:
       abort ();
     }
@@ -384,6 +400,20 @@ START_TEST (test_hdr_length_count)
       expect_reject (&h, msg);
     }
   }
+}
+END_TEST
+
+/* A failed read's answer carries no data. */
+START_TEST (test_read_reply_error)
+{
+  struct repl_hdr h;
+
+  wire_hdr_init (&h, REPL_MSG_READ_REPLY, REPL_FLAG_ERROR, 0, 4096, 1, 0);
+  expect_accept (&h);
+  wire_hdr_init (&h, REPL_MSG_READ_REPLY, REPL_FLAG_ERROR, 4096, 4096, 1, 0);
+  expect_reject (&h, "READ_REPLY: length 4096 != 0 with flag ERROR");
+  wire_hdr_init (&h, REPL_MSG_WRITE, REPL_FLAG_ERROR, 4096, 4096, 1, 0);
+  expect_reject (&h, "WRITE: flags 0x10 not allowed");
 }
 END_TEST
 
@@ -690,9 +720,9 @@ START_TEST (test_hello_reject)
 
   memcpy (buf, good, sizeof buf);
   buf[23] = REPL_DISK_STATE_MAX + 1;
-  hello_bad (buf, REPL_HELLO_SIZE, "disk state 3");
+  hello_bad (buf, REPL_HELLO_SIZE, "disk state 4");
   buf[20] = 1;
-  hello_bad (buf, REPL_HELLO_SIZE, "disk state 16777219");
+  hello_bad (buf, REPL_HELLO_SIZE, "disk state 16777220");
 
   /* Resource: no NUL anywhere in its 64 bytes. */
   memcpy (buf, good, sizeof buf);
@@ -869,6 +899,7 @@ wire_suite (void)
   tcase_add_test (tc, test_hdr_too_long);
   tcase_add_test (tc, test_hdr_length_count);
   tcase_add_test (tc, test_hdr_err_buffer);
+  tcase_add_test (tc, test_read_reply_error);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("range");

@@ -172,7 +172,15 @@ repl_close (void *handle)
 static int64_t
 repl_get_size (void *handle)
 {
-  return engine_size (handle);
+  uint64_t size = engine_size (handle);
+
+  /* Only a diskless node can get here without a size. */
+  if (size == 0) {
+    nbdkit_error ("this node is diskless and has not reached a storage "
+                  "node yet: the volume size is unknown");
+    return -1;
+  }
+  return size;
 }
 
 static int

@@ -1,0 +1,443 @@
+/* nbdrepl: the diskless client — a node with `disk: none`.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * A diskless node keeps no data and no metadata.  As primary it sends
+ * every write straight to each storage node that is connected, UpToDate
+ * and in the current generation (its targets), in parallel — no second
+ * hop through a storage primary, as DRBD 9's diskless clients do — and
+ * reads from one of them (read-balancing).  It learns the volume size
+ * and the current generation UUID from the storage nodes.
+ *
+ * When a storage node is away, writes go on to the others as long as
+ * one target remains.  Before the first write some storage node will
+ * miss, a new current UUID is made here and sent to every target with
+ * the mask of the away node ids (AWAY); the targets move to it together,
+ * mark what the away nodes miss, or forward it to those they still reach
+ * (forward.c).  A write in flight to a node that is lost is named to the
+ * targets that did take it (OUT_OF_SYNC) before the client hears of its
+ * completion, so that the lost node gets it back by resync.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "byte-order.h"
+#include "internal.h"
+#include "log.h"
+
+static uint32_t
+id_bit (const struct peer *p)
+{
+  return UINT32_C (1) << p->pr_cfg->nc_id;
+}
+
+bool
+node_primary_is_diskless_or_none (struct repl_node *node)
+{
+  const struct repl_node_cfg *c;
+  int id;
+
+  if (!node->n_cfg.cf_has_diskless)
+    return false;
+  pthread_mutex_lock (&node->n_lock);
+  id = node->n_primary_id;
+  pthread_mutex_unlock (&node->n_lock);
+  if (id < 0)
+    return true;
+  c = config_find_node_id (&node->n_cfg, id);
+  return c != NULL && c->nc_diskless;
+}
+
+/* The hello of a connection where one side is diskless: no generations
+ * to compare (the diskless side has none); a diskless node takes the
+ * size of the first storage node and insists on it after.  Returns 0,
+ * or -1 with the reason in err. */
+int
+diskless_check_hello (struct repl_node *node, struct peer *p,
+                      const struct repl_hello *h, char *err, size_t errlen)
+{
+  uint64_t size;
+
+  (void) p;
+  if (h->disk_state == REPL_DISK_DISKLESS || !node->n_diskless)
+    return 0;                   /* our disk decides nothing about theirs */
+  pthread_mutex_lock (&node->n_lock);
+  size = node->n_vol.vol_size;
+  pthread_mutex_unlock (&node->n_lock);
+  if (size != 0 && h->size != size) {
+    snprintf (err, errlen, "refusing connection: the storage node's "
+              "volume is %" PRIu64 " bytes, the other storage nodes' %"
+              PRIu64 " bytes", h->size, size);
+    return -1;
+  }
+  return 0;
+}
+
+/* Does a say it holds newer data than b (b is in its history)? */
+static bool
+newer (const struct gen_uuids *a, uint64_t b)
+{
+  return a->gu_history[0] == b || a->gu_history[1] == b;
+}
+
+/* A storage node connected to us, a diskless node (pr_lock not held):
+ * learn the size, and the current generation if it is the newest. */
+void
+diskless_peer_connected (struct repl_node *node, struct peer *p)
+{
+  struct gen_uuids u;
+  enum repl_disk_state disk;
+  uint64_t size;
+
+  pthread_mutex_lock (&p->pr_lock);
+  u = p->pr_peer_uuids;
+  disk = p->pr_disk;
+  size = p->pr_peer_size;
+  pthread_mutex_unlock (&p->pr_lock);
+  if (p->pr_peer_diskless)
+    return;
+
+  pthread_mutex_lock (&node->n_lock);
+  if (node->n_vol.vol_size == 0 && size > 0) {
+    node->n_vol.vol_size = size;
+    pthread_cond_broadcast (&node->n_cond);
+    log_info ("node %s: the volume is %" PRIu64 " bytes (from %s)",
+              node->n_self->nc_name, size, p->pr_cfg->nc_name);
+  }
+  if (disk == REPL_DISK_UPTODATE &&
+      (node->n_dl_current == 0 || newer (&u, node->n_dl_current))) {
+    node->n_dl_current = u.gu_current;
+    node->n_dl_prev = 0;
+    node->n_dl_gen_away = 0;
+  }
+  pthread_mutex_unlock (&node->n_lock);
+}
+
+/* May we write to and read from storage node p?  pr_lock held.  The
+ * generation just replaced here still counts: the writer that started
+ * the new one may not have told p yet, and what p applies meanwhile is
+ * marked or forwarded by the same AWAY mask either way. */
+static bool
+is_target_locked (const struct peer *p, uint64_t current, uint64_t prev)
+{
+  return !p->pr_peer_diskless && p->pr_state == CONN_CONNECTED &&
+         p->pr_disk == REPL_DISK_UPTODATE &&
+         (p->pr_peer_uuids.gu_current == current ||
+          (prev != 0 && p->pr_peer_uuids.gu_current == prev));
+}
+
+/* Queue AWAY to target p if what it last heard differs.  pr_lock held.
+ * The message lives in the peer; one still queued is waited for. */
+static void
+send_away_locked (struct peer *p, uint32_t away, uint64_t fresh)
+{
+  uint64_t gen = p->pr_gen;
+
+  if (p->pr_dl_sent_away == away &&
+      (fresh == 0 || p->pr_dl_sent_uuid == fresh))
+    return;
+  while (!p->pr_away_msg.om_done && p->pr_gen == gen &&
+         p->pr_state == CONN_CONNECTED)
+    pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
+    return;
+  put_be64 (p->pr_away_buf, fresh);
+  out_msg_init (&p->pr_away_msg, REPL_MSG_AWAY, 0, 0, 0, away,
+                p->pr_away_buf, 8);
+  peer_queue_locked (p, &p->pr_away_msg);
+  p->pr_dl_sent_away = away;
+  if (fresh != 0) {
+    p->pr_dl_sent_uuid = fresh;
+    /* It moves to the new generation before our next message. */
+    p->pr_peer_uuids.gu_current = fresh;
+  }
+}
+
+/* Did the message of ticket t get its answer? */
+static bool
+answered (struct peer *p, const struct peer_ticket *t)
+{
+  bool r;
+
+  if (t->pt_seq == 0)
+    return false;
+  pthread_mutex_lock (&p->pr_lock);
+  r = p->pr_gen == t->pt_gen && p->pr_state == CONN_CONNECTED &&
+      (t->pt_applied ? p->pr_acked_seq : p->pr_received_seq) >= t->pt_seq;
+  pthread_mutex_unlock (&p->pr_lock);
+  return r;
+}
+
+/* Send and wait for one sequenced message to each peer of tg (n of
+ * them); ok[i] says who answered. */
+static void
+send_all (struct peer **tg, size_t n, enum repl_msg_type type,
+          uint16_t flags, const void *payload, uint32_t count,
+          uint64_t offset, uint32_t away, uint64_t fresh, bool *ok)
+{
+  struct out_msg msgs[REPL_MAX_NODES];
+  struct peer_ticket t[REPL_MAX_NODES];
+  struct waiter w;
+  size_t i;
+
+  waiter_init (&w, 0);
+  for (i = 0; i < n; i++) {
+    struct peer *p = tg[i];
+
+    t[i] = (struct peer_ticket) { .pt_seq = 0 };
+    pthread_mutex_lock (&p->pr_lock);
+    if (p->pr_state == CONN_CONNECTED) {
+      if (type != REPL_MSG_OUT_OF_SYNC)
+        send_away_locked (p, away, fresh);
+      peer_submit_locked (p, type, flags, payload, count, offset, &w, false,
+                          &msgs[i], &t[i]);
+    }
+    pthread_mutex_unlock (&p->pr_lock);
+  }
+  for (i = 0; i < n; i++)
+    if (t[i].pt_seq != 0)
+      peer_wait_own_ack (tg[i], &t[i]);
+  waiter_wait (&w);
+  waiter_destroy (&w);
+  for (i = 0; i < n; i++)
+    ok[i] = answered (tg[i], &t[i]);
+}
+
+/* One message's worth of a write, trim, zero or flush. */
+static int
+replicate (struct repl_node *node, enum repl_msg_type type,
+           const void *buf, uint32_t count, uint64_t offset, uint16_t flags)
+{
+  struct peer *tg[REPL_MAX_NODES], *done[REPL_MAX_NODES];
+  bool ok[REPL_MAX_NODES];
+  size_t i, nt = 0, ndone = 0;
+  uint32_t away = 0, lost = 0, targets = 0, fresh_bits;
+  uint64_t current, prev, fresh = 0;
+
+  pthread_mutex_lock (&node->n_lock);
+  current = node->n_dl_current;
+  prev = node->n_dl_prev;
+  pthread_mutex_unlock (&node->n_lock);
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *p = node->n_peers[i];
+    bool t;
+
+    if (p->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&p->pr_lock);
+    t = is_target_locked (p, current, prev);
+    pthread_mutex_unlock (&p->pr_lock);
+    if (t) {
+      tg[nt++] = p;
+      targets |= id_bit (p);
+    }
+    else
+      away |= id_bit (p);
+  }
+  if (nt == 0) {
+    log_error ("node %s: %s of %" PRIu32 " bytes at offset %" PRIu64
+               " failed: no UpToDate storage node is connected",
+               node->n_self->nc_name, wire_type_name (type), count, offset);
+    errno = EIO;
+    return -1;
+  }
+
+  /* The first write with a node away starts a new generation. */
+  pthread_mutex_lock (&node->n_lock);
+  node->n_dl_gen_away &= ~targets;
+  fresh_bits = away & ~node->n_dl_gen_away;
+  if (fresh_bits != 0 && type != REPL_MSG_FLUSH &&
+      node->n_dl_current == current) {
+    if (uuid_generate (&fresh) == -1) {
+      pthread_mutex_unlock (&node->n_lock);
+      log_error ("getrandom: %m");
+      errno = EIO;
+      return -1;
+    }
+    node->n_dl_prev = node->n_dl_current;
+    node->n_dl_current = fresh;
+    node->n_dl_gen_away |= away;
+  }
+  pthread_mutex_unlock (&node->n_lock);
+  if (fresh != 0)
+    log_info ("node %s: first write with storage nodes away (mask 0x%"
+              PRIx32 "): new current UUID %016" PRIx64,
+              node->n_self->nc_name, away, fresh);
+
+  send_all (tg, nt, type, flags, buf,
+            type == REPL_MSG_FLUSH ? 0 : count,
+            type == REPL_MSG_FLUSH ? 0 : offset, away, fresh, ok);
+  for (i = 0; i < nt; i++) {
+    if (ok[i])
+      done[ndone++] = tg[i];
+    else
+      lost |= id_bit (tg[i]);
+  }
+  if (ndone == 0) {
+    log_error ("node %s: %s of %" PRIu32 " bytes at offset %" PRIu64
+               " failed: every storage node it went to was lost",
+               node->n_self->nc_name, wire_type_name (type), count, offset);
+    errno = EIO;
+    return -1;
+  }
+
+  /* Those that took it learn that the lost ones may lack it. */
+  if (lost != 0 && type != REPL_MSG_FLUSH) {
+    uint8_t mask[8];
+
+    put_be64 (mask, lost);
+    send_all (done, ndone, REPL_MSG_OUT_OF_SYNC, 0, mask, count, offset,
+              0, 0, ok);
+    for (i = 0; i < ndone; i++)
+      if (ok[i])
+        return 0;
+    log_error ("node %s: %s at offset %" PRIu64 ": no storage node "
+               "confirmed what a lost node may lack",
+               node->n_self->nc_name, wire_type_name (type), offset);
+    errno = EIO;
+    return -1;
+  }
+  return 0;
+}
+
+int
+diskless_ranged (struct repl_node *node, enum repl_msg_type type,
+                 const void *buf, uint32_t count, uint64_t offset,
+                 uint16_t flags)
+{
+  struct ilock_range range;
+  int r = 0;
+
+  if (role_check_write (node) == -1)
+    return -1;
+  atomic_fetch_add (&node->n_requests_in_flight, 1);
+  if (type == REPL_MSG_FLUSH)
+    r = replicate (node, type, NULL, 0, 0, flags);
+  else {
+    ilock_acquire (&node->n_ilock, &range, offset, count);
+    while (count > 0 && r == 0) {
+      uint32_t n = count < REPL_MAX_PAYLOAD ? count : REPL_MAX_PAYLOAD;
+
+      r = replicate (node, type, buf, n, offset, flags);
+      count -= n;
+      offset += n;
+      if (buf)
+        buf = (const char *) buf + n;
+    }
+    ilock_release (&node->n_ilock, &range);
+  }
+  atomic_fetch_sub (&node->n_requests_in_flight, 1);
+  return r;
+}
+
+/* The storage node to read from next, not one of those in `tried`. */
+static struct peer *
+pick_reader (struct repl_node *node, uint32_t tried)
+{
+  struct peer *cand[REPL_MAX_NODES], *best = NULL;
+  size_t i, n = 0;
+  uint64_t current, prev;
+  unsigned next;
+
+  pthread_mutex_lock (&node->n_lock);
+  current = node->n_dl_current;
+  prev = node->n_dl_prev;
+  next = node->n_dl_next_read++;
+  pthread_mutex_unlock (&node->n_lock);
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *p = node->n_peers[i];
+    bool t;
+
+    if (p->pr_cfg->nc_diskless || (tried & id_bit (p)))
+      continue;
+    pthread_mutex_lock (&p->pr_lock);
+    t = is_target_locked (p, current, prev);
+    pthread_mutex_unlock (&p->pr_lock);
+    if (t)
+      cand[n++] = p;
+  }
+  if (n == 0)
+    return NULL;
+
+  switch (node->n_cfg.cf_read_balancing) {
+  case REPL_READ_PREFER:
+    for (i = 0; i < n; i++)
+      if (cand[i]->pr_cfg->nc_id == node->n_cfg.cf_read_prefer_id)
+        return cand[i];
+    /* The preferred node is not there: round-robin. */
+    return cand[next % n];
+  case REPL_READ_ROUND_ROBIN:
+    return cand[next % n];
+  case REPL_READ_LEAST_PENDING: {
+    uint64_t least = UINT64_MAX;
+
+    for (i = 0; i < n; i++) {
+      uint64_t pending;
+
+      pthread_mutex_lock (&cand[i]->pr_lock);
+      pending = cand[i]->pr_ring_count;
+      pthread_mutex_unlock (&cand[i]->pr_lock);
+      if (pending < least) {
+        least = pending;
+        best = cand[i];
+      }
+    }
+    return best;
+  }
+  }
+  abort ();
+}
+
+static int
+read_chunk (struct repl_node *node, void *buf, uint32_t count,
+            uint64_t offset)
+{
+  uint32_t tried = 0;
+  struct peer *p;
+
+  while ((p = pick_reader (node, tried)) != NULL) {
+    struct peer_ticket t = { .pt_seq = 0 };
+    struct out_msg om;
+    struct waiter w;
+    int status = EIO;
+
+    tried |= id_bit (p);
+    waiter_init (&w, 0);
+    pthread_mutex_lock (&p->pr_lock);
+    peer_submit_read_locked (p, buf, count, offset, &status, &w, &om, &t);
+    pthread_mutex_unlock (&p->pr_lock);
+    if (t.pt_seq != 0)
+      peer_wait_own_ack (p, &t);
+    waiter_wait (&w);
+    waiter_destroy (&w);
+    if (status == 0)
+      return 0;
+    log_error ("node %s: read of %" PRIu32 " bytes at offset %" PRIu64
+               " from %s failed; trying another storage node",
+               node->n_self->nc_name, count, offset, p->pr_cfg->nc_name);
+  }
+  log_error ("node %s: read of %" PRIu32 " bytes at offset %" PRIu64
+             " failed: no UpToDate storage node %s",
+             node->n_self->nc_name, count, offset,
+             tried ? "answered" : "is connected");
+  errno = EIO;
+  return -1;
+}
+
+int
+diskless_pread (struct repl_node *node, void *buf, uint32_t count,
+                uint64_t offset)
+{
+  while (count > 0) {
+    uint32_t n = count < REPL_MAX_PAYLOAD ? count : REPL_MAX_PAYLOAD;
+
+    if (read_chunk (node, buf, n, offset) == -1)
+      return -1;
+    buf = (char *) buf + n;
+    count -= n;
+    offset += n;
+  }
+  return 0;
+}
