@@ -210,3 +210,52 @@ forward_handle_read (struct peer *p, uint64_t gen, const struct repl_hdr *h)
   }
   return peer_send_wait (p, gen, &om);
 }
+
+/* Our diskless primary is gone without saying goodbye: writes it had in
+ * flight may have reached one storage node and not the other, and both
+ * still say UpToDate.  Each storage node marks the extents of its
+ * activity log (where every such write lies) out of sync for the other
+ * storage nodes it is connected to, and reconnects to them: at the
+ * reconnect the lower id takes the other's marks too and resyncs all of
+ * them (peer-sync.c), so that both hold the same bytes again, as DRBD 9
+ * reconciles after losing a primary. */
+void
+forward_primary_lost (struct repl_node *node, struct peer *primary)
+{
+  uint32_t *ext;
+  uint32_t n, i;
+  uint64_t extent_size;
+  size_t k;
+
+  if (!node->n_al_ready)
+    return;
+  ext = malloc (node->n_al.al_nslots * sizeof *ext);
+  if (ext == NULL) {
+    log_error ("reconcile: malloc: %m");
+    return;
+  }
+  pthread_mutex_lock (&node->n_al_lock);
+  n = al_active_extents (&node->n_al, ext, node->n_al.al_nslots);
+  extent_size = UINT64_C (1) << node->n_al.al_shift;
+  pthread_mutex_unlock (&node->n_al_lock);
+  if (n > node->n_al.al_nslots)
+    n = node->n_al.al_nslots;
+
+  for (k = 0; k < node->n_npeers; k++) {
+    struct peer *q = node->n_peers[k];
+
+    if (q == primary || q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    if (q->pr_state == CONN_CONNECTED) {
+      for (i = 0; i < n; i++)
+        bitmap_set_range (&q->pr_bitmap, (uint64_t) ext[i] * extent_size,
+                          extent_size);
+      peer_fail_locked (q, q->pr_gen, "the diskless primary %s was lost: "
+                        "reconciling the %" PRIu32 " extent(s) of our "
+                        "activity log", primary->pr_cfg->nc_name, n);
+    }
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+  free (ext);
+}

@@ -378,6 +378,8 @@ extern int forward_submit (struct peer *p, const struct repl_hdr *h,
                            const uint8_t *payload, struct waiter *w,
                            struct out_msg msgs[REPL_MAX_NODES]);
 extern bool forward_may_feed_us (struct peer *p);
+extern void forward_primary_lost (struct repl_node *node,
+                                  struct peer *primary);
 extern int peer_submit_read_locked (struct peer *p, void *buf,
                                     uint32_t count, uint64_t offset,
                                     int *status, struct waiter *w,

@@ -186,7 +186,15 @@ void
 sync_on_lost (struct peer *p)
 {
   struct repl_node *node = p->pr_node;
+  bool goodbye, was_primary;
 
+  pthread_mutex_lock (&p->pr_lock);
+  goodbye = p->pr_peer_goodbye;
+  was_primary = p->pr_role == REPL_ROLE_PRIMARY;
+  pthread_mutex_unlock (&p->pr_lock);
+  if (!node->n_diskless && p->pr_cfg->nc_diskless && was_primary &&
+      !goodbye)
+    forward_primary_lost (node, p);
   if (node_role (node) != REPL_ROLE_PRIMARY || node->n_diskless ||
       p->pr_cfg->nc_diskless)
     return;
