@@ -318,11 +318,21 @@ info "stop both: monitor says not running (7)"
 # ---- ocf-tester, when the resource-agents package is installed --------
 
 if command -v ocf-tester >/dev/null 2>&1; then
+    # ocf-tester runs meta-data as the user nobody, who may not reach
+    # this checkout: then it tests a copy in a directory nobody reaches.
+    tester_agent=$AGENT
+    if ! su nobody -s /bin/sh -c "test -x '$AGENT'" 2>/dev/null; then
+        tester_dir=$(mktemp -d /tmp/nbdrepl-ocf-agent.XXXXXX)
+        cleanup_fn "rm -rf '$tester_dir'"
+        chmod 755 "$tester_dir"
+        install -m 755 "$AGENT" "$tester_dir/repl"
+        tester_agent=$tester_dir/repl
+    fi
     env OCF_ROOT=/usr/lib/ocf HA_SBIN_DIR="$tmpdir/sbin" PATH="$tmpdir/sbin:$PATH" \
         timeout 300 ocf-tester -n p_repl -o config="$CONFIG" -o node=node0 \
         -o nbdkit_port="${NBD_PORT[node0]}" -o plugin="$PLUGIN" \
         -o replctl="$REPLCTL" -o pidfile="$tmpdir/node0.pid" \
-        -o logfile="$tmpdir/node0.log" "$AGENT" >"$tmpdir/ocf-tester.out" 2>&1 ||
+        -o logfile="$tmpdir/node0.log" "$tester_agent" >"$tmpdir/ocf-tester.out" 2>&1 ||
         fail "ocf-tester failed: $(cat "$tmpdir/ocf-tester.out")"
     grep -q "passed all tests" "$tmpdir/ocf-tester.out" ||
         fail "ocf-tester: $(cat "$tmpdir/ocf-tester.out")"
