@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include "internal.h"
@@ -231,6 +232,17 @@ meta_open (struct repl_node *node, const char *where)
     }
     node->n_md_fd = open (node->n_md_path, O_RDWR | O_CREAT | O_CLOEXEC,
                           0600);
+    /* Like the disk (volume_open): one process at a time. */
+    if (node->n_md_fd >= 0 && flock (node->n_md_fd, LOCK_EX | LOCK_NB) == -1) {
+      if (errno == EWOULDBLOCK)
+        log_error ("%smetadata %s: in use by another process (is this "
+                   "node already running?)", where, node->n_md_path);
+      else
+        log_error ("%smetadata %s: flock: %m", where, node->n_md_path);
+      close (node->n_md_fd);
+      node->n_md_fd = -1;
+      return -1;
+    }
   }
   if (node->n_md_fd == -1) {
     log_error ("%smetadata %s: %m", where, node->n_md_path);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <linux/fs.h>
 
@@ -29,6 +30,16 @@ volume_open (struct volume *vol, const char *path, const char *where)
   if (fd == -1) {
     log_error ("%sdisk %s: %m", where, path);
     return -1;
+  }
+  /* One process per disk: a second nbdkit started for a running node
+   * must stop here, before it touches the node's metadata. */
+  if (flock (fd, LOCK_EX | LOCK_NB) == -1) {
+    if (errno == EWOULDBLOCK)
+      log_error ("%sdisk %s: in use by another process (is this node "
+                 "already running?)", where, path);
+    else
+      log_error ("%sdisk %s: flock: %m", where, path);
+    goto err;
   }
   if (fstat (fd, &st) == -1) {
     log_error ("%sdisk %s: fstat: %m", where, path);
