@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 #include <string.h>
 
 #include "bitmap.h"
@@ -91,6 +92,19 @@ md_dump (struct md *md, FILE *fp, char *err, size_t errlen)
   for (i = 0; i < MD_UUID_HISTORY; ++i)
     fprintf (fp, " 0x%016" PRIx64, sb->ms_history_uuid[i]);
   fprintf (fp, "\n");
+  fprintf (fp, "primary-since: ");
+  if (sb->ms_primary_since == 0)
+    fprintf (fp, "never\n");
+  else {
+    time_t t = sb->ms_primary_since / 1000;
+    struct tm tm;
+    char when[64];
+
+    gmtime_r (&t, &tm);
+    strftime (when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    fprintf (fp, "%s (%" PRIu64 " ms since the epoch)\n", when,
+             sb->ms_primary_since);
+  }
   fprintf (fp, "bitmap-granularity: %" PRIu32 "\n", g->mg_granularity);
   fprintf (fp, "activity-log: %" PRIu32 " extents of %s (%s), ring of %"
            PRIu32 " transactions of %" PRIu32 " bytes\n",

@@ -38,7 +38,8 @@ _Static_assert (96 + 16 * MD_MAX_PEER_SLOTS <= MD_BLOCK_SIZE,
 
 #define MD_SUPER_PEERS_OFF   96
 #define MD_SUPER_BOOT_OFF    (MD_SUPER_PEERS_OFF + 16 * MD_MAX_PEER_SLOTS)
-#define MD_SUPER_END         (MD_SUPER_BOOT_OFF + MD_BOOT_ID_SIZE)
+#define MD_SUPER_PRIMARY_OFF (MD_SUPER_BOOT_OFF + MD_BOOT_ID_SIZE)
+#define MD_SUPER_END         (MD_SUPER_PRIMARY_OFF + 8)
 #define MD_PAGE_BITS         (MD_BLOCK_SIZE * 8)
 #define MD_PAGE_WORDS        (MD_BLOCK_SIZE / 8)
 #define MD_CRCS_PER_BLOCK    (MD_BLOCK_SIZE / 4)
@@ -371,6 +372,7 @@ md_decode_super (const uint8_t in[MD_BLOCK_SIZE], struct md_super *sb,
       sb->ms_peers[i].mp_node_id = MD_NO_PEER;
   }
   memcpy (sb->ms_boot_id, in + MD_SUPER_BOOT_OFF, MD_BOOT_ID_SIZE);
+  sb->ms_primary_since = get_be64 (in + MD_SUPER_PRIMARY_OFF);
   return md_check_super (sb, in, err, errlen);
 }
 
@@ -408,6 +410,7 @@ md_encode_super (const struct md_super *sb, uint8_t out[MD_BLOCK_SIZE],
     put_be64 (p + 8, sb->ms_peers[i].mp_bitmap_uuid);
   }
   memcpy (out + MD_SUPER_BOOT_OFF, sb->ms_boot_id, MD_BOOT_ID_SIZE);
+  put_be64 (out + MD_SUPER_PRIMARY_OFF, sb->ms_primary_since);
   md_seal_record (out, MD_BLOCK_SIZE);
   return 0;
 }

@@ -72,7 +72,10 @@
  *                              the node last started using the area;
  *                              tells a crash of the process (page cache
  *                              intact) from one of the machine
- *      608 3488 reserved       0
+ *      608    8 primary_since  when the node last became Primary, ms
+ *                              since the Unix epoch (0: never); for the
+ *                              split-brain policy discard-younger-primary
+ *      616 3480 reserved       0
  *
  * Activity-log transaction (MD_REC_AL, length txn_blocks * 4096):
  *
@@ -233,6 +236,7 @@ struct md_super {
   uint64_t ms_history_uuid[MD_UUID_HISTORY];
   struct md_peer ms_peers[MD_MAX_PEER_SLOTS];   /* [0..mg_npeers) used */
   uint8_t ms_boot_id[MD_BOOT_ID_SIZE];          /* any bytes; zero: unknown */
+  uint64_t ms_primary_since;    /* ms since the epoch; 0: never Primary */
 };
 
 /* What md_create writes. */

@@ -1323,6 +1323,7 @@ static const char *const sb_policy_names[] = {
   [REPL_SB_DISCARD_ZERO_CHANGES] = "discard-zero-changes",
   [REPL_SB_DISCARD_LEAST_CHANGES] = "discard-least-changes",
   [REPL_SB_DISCARD_SECONDARY] = "discard-secondary",
+  [REPL_SB_DISCARD_YOUNGER_PRIMARY] = "discard-younger-primary",
 };
 
 const char *
@@ -1344,18 +1345,15 @@ get_sb_policy (struct loader *ld, const yaml_node_t *key,
     return -1;
   for (i = 0; i < sizeof sb_policy_names / sizeof sb_policy_names[0]; i++)
     if (strcmp (s, sb_policy_names[i]) == 0 &&
-        (one_primary || i != REPL_SB_DISCARD_SECONDARY)) {
+        (one_primary ? i != REPL_SB_DISCARD_YOUNGER_PRIMARY
+                     : i != REPL_SB_DISCARD_SECONDARY)) {
       *out = i;
       return 0;
     }
-  if (strcmp (s, "discard-younger-primary") == 0)
-    load_error (ld, node_line (val), "%s: discard-younger-primary is not "
-                "supported in this version", (const char *) key->data.scalar.value);
-  else
-    load_error (ld, node_line (val), "%s: '%s' is not disconnect, "
-                "discard-zero-changes or discard-least-changes%s",
-                (const char *) key->data.scalar.value, s,
-                one_primary ? " or discard-secondary" : "");
+  load_error (ld, node_line (val), "%s: '%s' is not disconnect, "
+              "discard-zero-changes, discard-least-changes or %s",
+              (const char *) key->data.scalar.value, s,
+              one_primary ? "discard-secondary" : "discard-younger-primary");
   return -1;
 }
 

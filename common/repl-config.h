@@ -80,6 +80,8 @@ enum repl_sb_policy {
   REPL_SB_DISCARD_ZERO_CHANGES, /* the side that changed nothing loses */
   REPL_SB_DISCARD_LEAST_CHANGES, /* the side that changed less loses */
   REPL_SB_DISCARD_SECONDARY,    /* (one primary) the secondary loses */
+  REPL_SB_DISCARD_YOUNGER_PRIMARY, /* (no primary now) the node that
+                                   became primary last loses */
 };
 
 /* read-balancing: where a diskless primary reads from. */

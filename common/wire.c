@@ -285,6 +285,7 @@ wire_encode_hello (const struct repl_hello *hello,
   memset (out + 32, 0, REPL_RESOURCE_MAX);
   memcpy (out + 32, hello->resource, n);
   wire_encode_uuids (&hello->uuids, out + 96);
+  put_be64 (out + 136, hello->primary_since);
 }
 
 /* Strict on the resource field: the name, one NUL, then only NULs, so
@@ -365,6 +366,7 @@ wire_decode_hello (const uint8_t *in, size_t len, struct repl_hello *hello,
                          "not 0", i, res[i]);
 
   memcpy (hello->resource, res, REPL_RESOURCE_MAX);
+  hello->primary_since = get_be64 (in + 136);
   return wire_decode_uuids (in + 96, REPL_UUIDS_SIZE, &hello->uuids,
                             err, errlen);
 }

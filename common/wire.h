@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #define REPL_MAGIC          UINT32_C (0x4e425250)   /* "NBRP" */
-#define REPL_PROTO_VERSION  2
+#define REPL_PROTO_VERSION  3
 #define REPL_HDR_SIZE       32
 #define REPL_MAX_PAYLOAD    (4u << 20)              /* 4 MiB */
 #define REPL_RESOURCE_MAX   64                      /* bytes incl. NUL */
@@ -158,8 +158,10 @@ struct repl_uuids {
  *                    node: the size it learnt from a storage node, or 0)
  *  32 64 resource    NUL-terminated, NUL-padded resource name
  *  96 40 uuids       the sender's generation UUIDs (above)
+ * 136  8 primary_since when the sender last became Primary, ms since the
+ *                    Unix epoch, 0 if never (discard-younger-primary)
  */
-#define REPL_HELLO_SIZE 136
+#define REPL_HELLO_SIZE 144
 
 struct repl_hello {
   uint32_t version;
@@ -171,6 +173,7 @@ struct repl_hello {
   uint64_t size;
   char resource[REPL_RESOURCE_MAX];
   struct repl_uuids uuids;
+  uint64_t primary_since;
 };
 
 /* Name of a message type for log lines ("WRITE"), or "unknown". */

@@ -151,6 +151,23 @@ split_brain_loser (struct repl_node *node, struct peer *p,
   case REPL_SB_DISCARD_SECONDARY:
     we_lose = !we_primary;
     break;
+  case REPL_SB_DISCARD_YOUNGER_PRIMARY: {
+    uint64_t mine;
+
+    /* Neither is primary now; the one that became primary last loses
+     * (the clocks of the two machines are compared: keep them in sync).
+     * The same moment on both, or neither ever primary: nobody. */
+    pthread_mutex_lock (&node->n_md_io_lock);
+    mine = node->n_md.md_super.ms_primary_since;
+    pthread_mutex_unlock (&node->n_md_io_lock);
+    log_info ("peer %s: split brain: this node became Primary at %" PRIu64
+              " ms, the peer at %" PRIu64 " ms (since the epoch)",
+              p->pr_cfg->nc_name, mine, h->primary_since);
+    if (mine == h->primary_since)
+      return 0;
+    we_lose = mine > h->primary_since;
+    break;
+  }
   default:
     abort ();
   }

@@ -459,6 +459,7 @@ extern int meta_open (struct repl_node *node, const char *where);
 extern void meta_close (struct repl_node *node);
 extern int meta_set_flags (struct repl_node *node, uint32_t set,
                            uint32_t clear);
+extern int meta_note_primary (struct repl_node *node);
 extern int meta_write_peer_bitmap (struct repl_node *node, struct peer *p);
 extern int meta_write_peer_bitmap_range (struct repl_node *node,
                                          struct peer *p, uint64_t offset,

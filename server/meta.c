@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -449,6 +450,27 @@ meta_write_peer_bitmap (struct repl_node *node, struct peer *p)
                p->pr_cfg->nc_name, err);
     r = -1;
   }
+  pthread_mutex_unlock (&node->n_md_io_lock);
+  return r;
+}
+
+/* The node becomes Primary: flag it, and note when (wall clock, for
+ * the split-brain policy discard-younger-primary). */
+int
+meta_note_primary (struct repl_node *node)
+{
+  struct md_super sb;
+  struct timespec ts;
+  int r;
+
+  if (node->n_diskless)
+    return 0;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  pthread_mutex_lock (&node->n_md_io_lock);
+  sb = node->n_md.md_super;
+  sb.ms_flags |= MD_FLAG_PRIMARY;
+  sb.ms_primary_since = (uint64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  r = meta_write_super_locked (node, &sb);
   pthread_mutex_unlock (&node->n_md_io_lock);
   return r;
 }

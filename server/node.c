@@ -100,8 +100,10 @@ start_role (struct repl_node *node)
      * generation they lack. */
     atomic_store (&node->n_gen_pending, true);
     node->n_disk = REPL_DISK_UPTODATE;
-    return meta_set_flags (node, MD_FLAG_PRIMARY | MD_FLAG_CONSISTENT |
-                           MD_FLAG_WAS_UPTODATE, 0);
+    if (meta_set_flags (node, MD_FLAG_CONSISTENT | MD_FLAG_WAS_UPTODATE,
+                        0) == -1)
+      return -1;
+    return meta_note_primary (node);
   }
   if (!(flags & MD_FLAG_CONSISTENT))
     node->n_disk = REPL_DISK_INCONSISTENT;

@@ -254,6 +254,9 @@ peer_send_hello (struct peer *p, int fd)
   pthread_mutex_unlock (&node->n_lock);
   gen_view (node, p, &u);
   gen_to_wire (&u, &hello.uuids);
+  pthread_mutex_lock (&node->n_md_io_lock);
+  hello.primary_since = node->n_md.md_super.ms_primary_since;
+  pthread_mutex_unlock (&node->n_md_io_lock);
   pthread_mutex_lock (&p->pr_lock);
   changes = bitmap_count (&p->pr_bitmap);
   p->pr_hello_changes = changes;

@@ -197,7 +197,7 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
       pthread_mutex_unlock (&p->pr_lock);
     }
   }
-  if (meta_set_flags (node, MD_FLAG_PRIMARY, 0) == -1) {
+  if (meta_note_primary (node) == -1) {
     snprintf (err, errlen, "cannot write the metadata");
     return -1;
   }

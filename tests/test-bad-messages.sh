@@ -23,13 +23,15 @@ MAGIC, SIZE = 0x4e425250, 1 << 20
 def hdr(t, flags=0, length=0, count=0, seq=0, off=0, magic=MAGIC):
     return struct.pack(">IHHIIQQ", magic, t, flags, length, count, seq, off)
 s = socket.create_connection(("127.0.0.1", port), timeout=10)
-# version 2, node 0 (Primary, UpToDate) to node 1; generation UUIDs:
-# a current UUID, no bitmap or history, flags Consistent | Primary.
-hello = (struct.pack(">IIIIIIQ", 2, 0, 0, 1, 1, 2, SIZE) + b"r0".ljust(64, b"\0")
-         + struct.pack(">QQQQII", 0x1234567890abcdef, 0, 0, 0, 5, 0))
+# version 3, node 0 (Primary, UpToDate) to node 1; generation UUIDs:
+# a current UUID, no bitmap or history, flags Consistent | Primary;
+# primary since 0 (never).
+hello = (struct.pack(">IIIIIIQ", 3, 0, 0, 1, 1, 2, SIZE) + b"r0".ljust(64, b"\0")
+         + struct.pack(">QQQQII", 0x1234567890abcdef, 0, 0, 0, 5, 0)
+         + struct.pack(">Q", 0))
 s.sendall(hdr(1, length=len(hello)) + hello)
 reply = b""
-while len(reply) < 32 + 136:
+while len(reply) < 32 + 144:
     chunk = s.recv(4096)
     if not chunk: sys.exit("no hello from the secondary")
     reply += chunk

@@ -37,7 +37,8 @@ version, resource, node_id, peer_id = int(sys.argv[1]), sys.argv[2].encode(), in
 payload = (struct.pack(">IIIIIIQ", version, 0, node_id, peer_id, 1, 2, 16 << 20)
            + resource.ljust(64, b"\0")
            # generation UUIDs: current, bitmap, history x2, flags, reserved
-           + struct.pack(">QQQQII", 0x1234567890abcdef, 0, 0, 0, 5, 0))
+           + struct.pack(">QQQQII", 0x1234567890abcdef, 0, 0, 0, 5, 0)
+           + struct.pack(">Q", 0))
 hdr = struct.pack(">IHHIIQQ", 0x4e425250, 1, 0, len(payload), 0, 0, 0)
 print((hdr + payload).hex())
 PY
@@ -60,13 +61,13 @@ expect_log "bad hello: bad magic"
 send "4e425250000100000000006000"            # header cut short
 expect_log "closed before a complete hello"
 
-send "$(hello 2 r9)"
+send "$(hello 3 r9)"
 expect_log "(node node0): refusing connection: peer serves resource 'r9'"
 
 send "$(hello 99 r0)"
 expect_log "bad hello: .*version 99"
 
-send "$(hello 2 r0 7 1)"
+send "$(hello 3 r0 7 1)"
 expect_log "node id 7 is not a peer"
 
 # A wrong message type where the hello should be.

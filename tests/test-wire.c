@@ -342,11 +342,11 @@ START_TEST (test_hdr_length_count)
     case 2:
       valid_hdr (e, &h);
       h.length = REPL_HELLO_SIZE - 1;
-      expect_reject (&h, "HELLO: length 135 != 136");
+      expect_reject (&h, "HELLO: length 143 != 144");
       h.length = REPL_HELLO_SIZE + 1;
-      expect_reject (&h, "HELLO: length 137 != 136");
+      expect_reject (&h, "HELLO: length 145 != 144");
       h.length = 0;
-      expect_reject (&h, "HELLO: length 0 != 136");
+      expect_reject (&h, "HELLO: length 0 != 144");
       break;
     case 3:
       valid_hdr (e, &h);
@@ -572,12 +572,13 @@ valid_hello (struct repl_hello *hello)
   hello->uuids.history[1] = UINT64_C (0x3132333435363738);
   hello->uuids.flags = 5;
   hello->uuids.changes = 9;
+  hello->primary_since = UINT64_C (0x0000018c5f6e7d80);
 }
 
 START_TEST (test_hello_round_trip)
 {
   static const uint8_t want[REPL_HELLO_SIZE] = {
-    0, 0, 0, 2,                 /* version */
+    0, 0, 0, 3,                 /* version */
     0, 0, 0, 0,                 /* features */
     0, 0, 0, 3,                 /* node_id */
     0, 0, 0, 7,                 /* peer_id */
@@ -594,6 +595,7 @@ START_TEST (test_hello_round_trip)
     0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,
     0, 0, 0, 5,                 /* flags */
     0, 0, 0, 9,                 /* changes */
+    0, 0, 0x01, 0x8c, 0x5f, 0x6e, 0x7d, 0x80, /* primary_since */
   };
   struct repl_hello in, out;
   uint8_t buf[REPL_HELLO_SIZE];
@@ -622,6 +624,7 @@ START_TEST (test_hello_round_trip)
   ck_assert_uint_eq (out.uuids.history[1], in.uuids.history[1]);
   ck_assert_uint_eq (out.uuids.flags, in.uuids.flags);
   ck_assert_uint_eq (out.uuids.changes, in.uuids.changes);
+  ck_assert_uint_eq (out.primary_since, in.primary_since);
 
   /* Every role and disk state; longest resource name; extreme ids. */
   memset (longname, 'a', sizeof longname - 1);
@@ -680,23 +683,25 @@ START_TEST (test_hello_reject)
   wire_encode_hello (&in, good);
   good[REPL_HELLO_SIZE] = 0;
 
-  hello_bad (good, 0, "length 0 != 136");
-  hello_bad (good, REPL_HELLO_SIZE - 1, "length 135 != 136");
-  hello_bad (good, REPL_HELLO_SIZE + 1, "length 137 != 136");
+  hello_bad (good, 0, "length 0 != 144");
+  hello_bad (good, REPL_HELLO_SIZE - 1, "length 143 != 144");
+  hello_bad (good, REPL_HELLO_SIZE + 1, "length 145 != 144");
 
   memcpy (buf, good, sizeof buf);
   buf[3] = 1;
   hello_bad (buf, REPL_HELLO_SIZE, "version 1");
-  buf[3] = 3;
-  hello_bad (buf, REPL_HELLO_SIZE, "version 3");
+  buf[3] = 2;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 2");
+  buf[3] = 4;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 4");
   buf[3] = 0;
   hello_bad (buf, REPL_HELLO_SIZE, "version 0");
-  buf[0] = 1; buf[3] = 2;
-  hello_bad (buf, REPL_HELLO_SIZE, "version 16777218");
+  buf[0] = 1; buf[3] = 3;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 16777219");
 
   /* The UUIDs' change count is any number. */
   memcpy (buf, good, sizeof buf);
-  buf[REPL_HELLO_SIZE - 1] = 1;
+  buf[135] = 1;
   {
     struct repl_hello out;
     char err[256] = "";
