@@ -82,14 +82,19 @@ newer (const struct gen_uuids *a, uint64_t b)
   return a->gu_history[0] == b || a->gu_history[1] == b;
 }
 
-/* A storage node connected to us, a diskless node (pr_lock not held):
- * learn the size, and the current generation if it is the newest. */
+/* A storage node connected to us, a diskless node, or told us its
+ * UUIDs (pr_lock not held): learn the size, take its generation if it
+ * is the newest we know (a node we had counted as current but that is
+ * older is then no target any more), and say whether it holds the
+ * current generation. */
 void
-diskless_peer_connected (struct repl_node *node, struct peer *p)
+diskless_peer_uuids (struct repl_node *node, struct peer *p)
 {
   struct gen_uuids u;
   enum repl_disk_state disk;
-  uint64_t size;
+  uint64_t size, current;
+  bool adopted = false;
+  size_t i;
 
   pthread_mutex_lock (&p->pr_lock);
   u = p->pr_peer_uuids;
@@ -106,26 +111,38 @@ diskless_peer_connected (struct repl_node *node, struct peer *p)
     log_info ("node %s: the volume is %" PRIu64 " bytes (from %s)",
               node->n_self->nc_name, size, p->pr_cfg->nc_name);
   }
-  if (disk == REPL_DISK_UPTODATE &&
+  if (disk == REPL_DISK_UPTODATE && u.gu_current != node->n_dl_current &&
       (node->n_dl_current == 0 || newer (&u, node->n_dl_current))) {
     node->n_dl_current = u.gu_current;
-    node->n_dl_prev = 0;
     node->n_dl_gen_away = 0;
+    adopted = true;
   }
+  current = node->n_dl_current;
   pthread_mutex_unlock (&node->n_lock);
+
+  if (adopted)
+    for (i = 0; i < node->n_npeers; i++) {
+      struct peer *q = node->n_peers[i];
+      pthread_mutex_lock (&q->pr_lock);
+      if (q != p && q->pr_peer_uuids.gu_current != current)
+        q->pr_dl_in_gen = false;
+      pthread_mutex_unlock (&q->pr_lock);
+    }
+  pthread_mutex_lock (&p->pr_lock);
+  p->pr_dl_in_gen = p->pr_peer_uuids.gu_current == current;
+  pthread_mutex_unlock (&p->pr_lock);
 }
 
-/* May we write to and read from storage node p?  pr_lock held.  The
- * generation just replaced here still counts: the writer that started
- * the new one may not have told p yet, and what p applies meanwhile is
- * marked or forwarded by the same AWAY mask either way. */
+/* May we write to and read from storage node p?  pr_lock held.
+ * pr_dl_in_gen says it holds the current generation: set when it
+ * connects or reports UUIDs (diskless_peer_uuids) with our current
+ * UUID; a new generation started here does not clear it, since every
+ * target hears of it (AWAY) before our next write. */
 static bool
-is_target_locked (const struct peer *p, uint64_t current, uint64_t prev)
+is_target_locked (const struct peer *p)
 {
   return !p->pr_peer_diskless && p->pr_state == CONN_CONNECTED &&
-         p->pr_disk == REPL_DISK_UPTODATE &&
-         (p->pr_peer_uuids.gu_current == current ||
-          (prev != 0 && p->pr_peer_uuids.gu_current == prev));
+         p->pr_disk == REPL_DISK_UPTODATE && p->pr_dl_in_gen;
 }
 
 /* Queue AWAY to target p if what it last heard differs.  pr_lock held.
@@ -214,11 +231,10 @@ replicate (struct repl_node *node, enum repl_msg_type type,
   bool ok[REPL_MAX_NODES];
   size_t i, nt = 0, ndone = 0;
   uint32_t away = 0, lost = 0, targets = 0, fresh_bits;
-  uint64_t current, prev, fresh = 0;
+  uint64_t current, fresh = 0;
 
   pthread_mutex_lock (&node->n_lock);
   current = node->n_dl_current;
-  prev = node->n_dl_prev;
   pthread_mutex_unlock (&node->n_lock);
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *p = node->n_peers[i];
@@ -227,7 +243,7 @@ replicate (struct repl_node *node, enum repl_msg_type type,
     if (p->pr_cfg->nc_diskless)
       continue;
     pthread_mutex_lock (&p->pr_lock);
-    t = is_target_locked (p, current, prev);
+    t = is_target_locked (p);
     pthread_mutex_unlock (&p->pr_lock);
     if (t) {
       tg[nt++] = p;
@@ -256,7 +272,6 @@ replicate (struct repl_node *node, enum repl_msg_type type,
       errno = EIO;
       return -1;
     }
-    node->n_dl_prev = node->n_dl_current;
     node->n_dl_current = fresh;
     node->n_dl_gen_away |= away;
   }
@@ -338,12 +353,9 @@ pick_reader (struct repl_node *node, uint32_t tried)
 {
   struct peer *cand[REPL_MAX_NODES], *best = NULL;
   size_t i, n = 0;
-  uint64_t current, prev;
   unsigned next;
 
   pthread_mutex_lock (&node->n_lock);
-  current = node->n_dl_current;
-  prev = node->n_dl_prev;
   next = node->n_dl_next_read++;
   pthread_mutex_unlock (&node->n_lock);
   for (i = 0; i < node->n_npeers; i++) {
@@ -353,7 +365,7 @@ pick_reader (struct repl_node *node, uint32_t tried)
     if (p->pr_cfg->nc_diskless || (tried & id_bit (p)))
       continue;
     pthread_mutex_lock (&p->pr_lock);
-    t = is_target_locked (p, current, prev);
+    t = is_target_locked (p);
     pthread_mutex_unlock (&p->pr_lock);
     if (t)
       cand[n++] = p;

@@ -254,6 +254,7 @@ struct peer {
   uint64_t pr_peer_size;        /* the volume size in its hello */
   uint32_t pr_dl_sent_away;
   uint64_t pr_dl_sent_uuid;
+  bool pr_dl_in_gen;            /* it holds our current generation */
   struct out_msg pr_away_msg;   /* the AWAY last queued */
   uint8_t pr_away_buf[8];       /* ... and its payload */
   uint32_t pr_away_mask;
@@ -354,7 +355,7 @@ extern void *resync_thread (void *arg);
 extern int diskless_check_hello (struct repl_node *node, struct peer *p,
                                  const struct repl_hello *h, char *err,
                                  size_t errlen);
-extern void diskless_peer_connected (struct repl_node *node, struct peer *p);
+extern void diskless_peer_uuids (struct repl_node *node, struct peer *p);
 extern int diskless_ranged (struct repl_node *node, enum repl_msg_type type,
                             const void *buf, uint32_t count, uint64_t offset,
                             uint16_t flags);
@@ -362,6 +363,7 @@ extern int diskless_pread (struct repl_node *node, void *buf, uint32_t count,
                            uint64_t offset);
 extern bool node_primary_is_diskless_or_none (struct repl_node *node);
 
+extern void role_tell_state (struct peer *p);
 extern int gen_start_for_away (struct repl_node *node, uint32_t away,
                                uint64_t fresh);
 
@@ -438,7 +440,6 @@ struct repl_node {
   bool n_diskless;
   uint64_t n_dl_current;        /* the data's current UUID, as learnt
                                    from the storage nodes or started here */
-  uint64_t n_dl_prev;           /* the one it replaced, or 0 */
   uint32_t n_dl_gen_away;       /* node ids away since it started */
   unsigned n_dl_next_read;      /* round-robin read balancing */
 

@@ -224,6 +224,14 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
       node_set_disk (node, REPL_DISK_INCONSISTENT);
       log_info ("peer %s: resync started, %" PRIu64 " bytes to receive",
                 name, h->offset);
+      /* A diskless primary stops reading from us, and writes to us
+       * through the source, which orders them with its resync data. */
+      {
+        size_t i;
+        for (i = 0; i < node->n_npeers; i++)
+          if (node->n_peers[i]->pr_cfg->nc_diskless)
+            role_tell_state (node->n_peers[i]);
+      }
     }
     return 0;
   case REPL_MSG_RESYNC_DONE:
@@ -246,13 +254,16 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     p->pr_resyncing = false;
     pthread_mutex_unlock (&p->pr_lock);
     node_set_disk (node, REPL_DISK_UPTODATE);
-    /* The source, and a diskless primary, learn our new generation. */
+    /* The source, and a diskless primary, learn our new generation
+     * (and the diskless node that we are UpToDate again). */
     {
       size_t i;
       for (i = 0; i < node->n_npeers; i++) {
         struct peer *q = node->n_peers[i];
         if (q == p || q->pr_cfg->nc_diskless)
           sync_send_uuids (q);
+        if (q->pr_cfg->nc_diskless)
+          role_tell_state (q);
       }
     }
     log_info ("peer %s: resync finished, %s", name,

@@ -88,7 +88,7 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   /* A diskless node has no generations and nothing to resync. */
   if (node->n_diskless || p->pr_peer_diskless) {
     if (node->n_diskless)
-      diskless_peer_connected (node, p);
+      diskless_peer_uuids (node, p);
     return;
   }
   /* With a diskless primary, or none, storage secondaries resync each
@@ -234,6 +234,10 @@ sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
     p->pr_peer_uuids = u;
     resyncing = p->pr_resyncing;
     pthread_mutex_unlock (&p->pr_lock);
+    if (node->n_diskless) {
+      diskless_peer_uuids (node, p);
+      return 0;
+    }
     /* An in-sync secondary follows its primary into the new generation;
      * a resync target keeps its own until the resync ends. */
     if (p->pr_role == REPL_ROLE_PRIMARY &&

@@ -475,6 +475,7 @@ peer_thread (void *arg)
     p->pr_away_mask = 0;
     p->pr_dl_sent_away = 0;
     p->pr_dl_sent_uuid = 0;
+    p->pr_dl_in_gen = false;
     p->pr_last_error[0] = '\0';
     p->pr_last_recv_ns = now_ns ();
     p->pr_last_ping_ns = p->pr_last_recv_ns;

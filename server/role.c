@@ -96,6 +96,27 @@ role_check_write (struct repl_node *node)
   return r;
 }
 
+/* Tell one peer our role and disk state (if connected). */
+void
+role_tell_state (struct peer *p)
+{
+  struct repl_node *node = p->pr_node;
+  enum repl_role role;
+  enum repl_disk_state disk;
+  struct out_msg om;
+  uint64_t gen;
+
+  pthread_mutex_lock (&node->n_lock);
+  role = node->n_role;
+  disk = node->n_disk;
+  pthread_mutex_unlock (&node->n_lock);
+  pthread_mutex_lock (&p->pr_lock);
+  gen = p->pr_gen;
+  pthread_mutex_unlock (&p->pr_lock);
+  out_msg_init (&om, REPL_MSG_STATE, 0, 0, disk, role, NULL, 0);
+  peer_send_wait (p, gen, &om);
+}
+
 /* Tell every connected peer our role and disk state. */
 static void
 announce_state (struct repl_node *node)
@@ -357,7 +378,7 @@ role_handle_state (struct peer *p, uint64_t gen, const struct repl_hdr *h)
   else if (node->n_primary_id == (int) p->pr_cfg->nc_id)
     node->n_primary_id = -1;
   pthread_mutex_unlock (&node->n_lock);
-  log_info ("peer %s: now %s", p->pr_cfg->nc_name,
-            role_name (h->offset));
+  log_info ("peer %s: now %s, %s", p->pr_cfg->nc_name,
+            role_name (h->offset), disk_state_name (h->seq));
   return 0;
 }
