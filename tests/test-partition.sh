@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# A network partition with quorum on (3 nodes, majority): the primary
+# alpha is cut off (ip link down in its namespace).  beta and gamma, the
+# majority, promote beta, whose writes succeed; alpha, the minority,
+# refuses writes (EIO) instead of making a split brain.  After the link
+# is back and alpha is demoted, it rejoins without split brain and the
+# three disks are identical.
+source "$(dirname "$0")/functions.sh"
+requires ip -V
+requires jq --version
+[ "$(id -u)" -eq 0 ] || { echo "$test_name: SKIP: needs root for network namespaces"; exit 77; }
+
+NS="nbdrepl-tp-$$"
+source "$(dirname "$0")/../scripts/netns.sh"
+netns_setup "$NS" 10.95.0 alpha beta gamma
+[ $use_netns = yes ] || { echo "$test_name: SKIP: network namespaces unavailable"; exit 77; }
+cleanup_fn "for n in alpha beta gamma sw; do ip netns del $NS-\$n 2>/dev/null; done"
+
+CONFIG="$tmpdir/r0.yaml"
+{
+    echo "resource: r0"
+    echo "protocol: C"
+    echo "quorum: majority"
+    echo "on-no-quorum: io-error"
+    echo "auto-promote: false"
+    echo "net:"
+    echo "  ping-interval: 0.5"
+    echo "  ping-timeout: 2"
+    echo "  timeout: 3"
+    echo "  connect-retry-max: 0.5"
+    echo "nodes:"
+    i=0
+    for n in alpha beta gamma; do
+        echo "  - name: $n"
+        echo "    id: $i"
+        echo "    address: ${addr[$n]}:7789"
+        echo "    disk: $n.img"
+        echo "    control: $n.sock"
+        truncate -s 16M "$tmpdir/$n.img"
+        i=$((i + 1))
+    done
+} > "$CONFIG"
+for n in alpha beta gamma; do
+    "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null || fail "create-md on $n"
+done
+
+declare -A NPID
+start_ns ()     # start_ns NODE [ARGS...]
+{
+    local n=$1; shift
+    ip netns exec "$NS-$n" nbdkit -f -p 10809 "$PLUGIN" config="$CONFIG" node="$n" "$@" \
+        >>"$tmpdir/$n.log" 2>&1 &
+    NPID[$n]=$!
+    cleanup_fn "kill ${NPID[$n]} 2>/dev/null; wait ${NPID[$n]} 2>/dev/null"
+}
+st () { "$REPLCTL" -s "$tmpdir/$1.sock" status --json; }
+wait_st ()      # wait_st NODE JQ SECS
+{
+    local i
+    for (( i=0; i<$3*10; i++ )); do
+        st "$1" 2>/dev/null | jq -e "$2" >/dev/null && return 0
+        sleep 0.1
+    done
+    fail "node $1: '$2' not true within $3 s: $(st "$1" 2>&1 | jq -c . 2>/dev/null)"
+}
+write_at ()     # write_at NODE OFFSET BYTE
+{
+    timeout 30 ip netns exec "$NS-$1" /usr/bin/python3 -m nbd -u "nbd://${addr[$1]}:10809" \
+        -c "h.pwrite(b'$3' * 4096, $2); h.flush()"
+}
+
+start_ns alpha role=primary
+start_ns beta
+start_ns gamma
+wait_st alpha '[.peers[] | .connection == "Connected" and .disk == "UpToDate"] | all' 30
+write_at alpha 0 a || fail "a write before the partition failed"
+
+ip -n "$NS-alpha" link set eth0 down
+wait_st beta '[.peers[] | select(.name == "alpha") | .connection != "Connected"] | all' 20
+wait_st alpha '.quorum == false' 20
+"$REPLCTL" -s "$tmpdir/beta.sock" primary || fail "the majority could not promote beta"
+write_at beta 4096 b || fail "beta, with the majority, could not write"
+if write_at alpha 8192 x 2>"$tmpdir/alpha-write.err"; then
+    fail "alpha, cut off from the majority, accepted a write"
+fi
+grep -q "quorum lost" "$tmpdir/alpha.log" || fail "alpha did not log the loss of quorum"
+info "partition: beta (majority) writes, alpha (minority) refuses: $(tail -n 1 "$tmpdir/alpha-write.err")"
+
+# Heal: alpha steps down and rejoins; it wrote nothing, so no split brain.
+"$REPLCTL" -s "$tmpdir/alpha.sock" secondary || fail "demoting alpha failed"
+ip -n "$NS-alpha" link set eth0 up
+wait_st beta '[.peers[] | .connection == "Connected" and .disk == "UpToDate" and .out_of_sync_bytes == 0] | all' 60
+if grep -qi "split brain" "$tmpdir/alpha.log" "$tmpdir/beta.log"; then
+    fail "the partition ended in a split brain"
+fi
+cmp "$tmpdir/alpha.img" "$tmpdir/beta.img" || fail "alpha and beta differ"
+cmp "$tmpdir/gamma.img" "$tmpdir/beta.img" || fail "gamma and beta differ"
+cmp -s <(dd if="$tmpdir/alpha.img" bs=4096 skip=1 count=1 status=none) <(head -c 4096 /dev/zero | tr '\0' b) ||
+    fail "beta's write is not on alpha"
+info "ok: the minority refused writes; after the partition all three disks are identical"
