@@ -44,6 +44,14 @@ _Static_assert (96 + 16 * MD_MAX_PEER_SLOTS <= MD_BLOCK_SIZE,
 #define MD_CRCS_PER_BLOCK    (MD_BLOCK_SIZE / 4)
 #define MD_IO_PAGES          256        /* bitmap pages per pwrite/pread */
 
+/* Bytes of buffer for count bitmap pages: at most MD_IO_PAGES' worth,
+ * so that writing one page does not take a megabyte. */
+static inline size_t
+md_io_buf_size (uint64_t count)
+{
+  return (size_t) (count < MD_IO_PAGES ? count : MD_IO_PAGES) * MD_BLOCK_SIZE;
+}
+
 /* Fail with errnum, leaving a message in err.  %m in fmt names the errno
  * at the time of the call. */
 static int __attribute__ ((format (printf, 4, 5)))
@@ -72,15 +80,12 @@ div_round_up (uint64_t a, uint64_t b)
   return a / b + (a % b != 0);
 }
 
+/* The first byte is 0 and every byte equals the next: memcmp does the
+ * comparing, word-wide (a superblock has 3.5 KiB that must be zero). */
 static bool
 all_zero (const uint8_t *p, size_t len)
 {
-  size_t i;
-
-  for (i = 0; i < len; ++i)
-    if (p[i] != 0)
-      return false;
-  return true;
+  return len == 0 || (p[0] == 0 && memcmp (p, p + 1, len - 1) == 0);
 }
 
 /* The checksum of a record of len bytes, its crc field counted as 0. */
@@ -663,7 +668,7 @@ md_init_peer_bitmap (struct md *md, unsigned slot, bool set,
   CLEANUP_FREE uint8_t *buf = NULL;
   uint64_t page, n, i, off;
 
-  buf = malloc ((size_t) MD_IO_PAGES * MD_BLOCK_SIZE);
+  buf = malloc (md_io_buf_size (l->ml_bm_pages));
   if (buf == NULL)
     return md_error (err, errlen, ENOMEM, "malloc: %m");
   off = md_peer_offset (md, slot) + l->ml_crc_blocks * MD_BLOCK_SIZE;
@@ -1216,7 +1221,7 @@ md_write_bitmap (struct md *md, unsigned slot, const struct bitmap *bm,
     return -1;
   if (count == 0)
     return 0;
-  buf = malloc ((size_t) MD_IO_PAGES * MD_BLOCK_SIZE);
+  buf = malloc (md_io_buf_size (count));
   if (buf == NULL)
     return md_error (err, errlen, ENOMEM, "malloc: %m");
 
@@ -1261,7 +1266,11 @@ md_read_bitmap (struct md *md, unsigned slot, struct bitmap *bm,
 
   if (md_check_bitmap_args (md, slot, bm, first, count, err, errlen) == -1)
     return -1;
-  buf = malloc ((size_t) MD_IO_PAGES * MD_BLOCK_SIZE);
+  if (nbad != NULL)
+    *nbad = 0;
+  if (count == 0)
+    return 0;
+  buf = malloc (md_io_buf_size (count));
   if (buf == NULL)
     return md_error (err, errlen, ENOMEM, "malloc: %m");
 
