@@ -1030,7 +1030,6 @@ md_load_crcs (struct md *md, char *err, size_t errlen)
   const struct md_layout *l = &md->md_layout;
   CLEANUP_FREE uint8_t *buf = NULL;
   uint64_t page;
-  uint8_t last;
   unsigned slot;
 
   buf = malloc (MD_BLOCK_SIZE);
@@ -1047,9 +1046,41 @@ md_load_crcs (struct md *md, char *err, size_t errlen)
       *md_crc_entry (md, slot, page) =
         get_be32 (buf + 4 * (page % MD_CRCS_PER_BLOCK));
     }
-  /* The whole area is there: its last byte can be read. */
-  return md_read_exact (md, &last, 1, l->ml_total - 1, "last bitmap page",
-                        err, errlen);
+  return 0;
+}
+
+/* The whole area that superblock sb describes is there: its last byte
+ * can be read.  Checked before anything is allocated after the
+ * geometry, so that a superblock claiming an exabyte volume costs an
+ * error message, not terabytes of page checksums. */
+static int
+md_check_area_end (int fd, uint64_t base, const struct md_super *sb,
+                   char *err, size_t errlen)
+{
+  struct md_layout l;
+  uint8_t last;
+  ssize_t r;
+  off_t end;
+
+  if (md_layout (&sb->ms_geom, &l, err, errlen) == -1)
+    return -1;
+  if (base > INT64_MAX || l.ml_total > INT64_MAX - base)
+    return md_error (err, errlen, EINVAL,
+                     "metadata of %" PRIu64 " bytes at offset %" PRIu64
+                     " ends beyond the largest file offset",
+                     l.ml_total, base);
+  r = md_pread (fd, &last, 1, base + l.ml_total - 1);
+  if (r == -1)
+    return md_error (err, errlen, errno, "read at offset %" PRIu64 ": %m",
+                     base + l.ml_total - 1);
+  if (r == 0) {
+    end = lseek (fd, 0, SEEK_END);
+    return md_error (err, errlen, EINVAL,
+                     "metadata ends at offset %jd, before the end of its "
+                     "area (%" PRIu64 " bytes at offset %" PRIu64 ")",
+                     (intmax_t) end, l.ml_total, base);
+  }
+  return 0;
 }
 
 int
@@ -1064,7 +1095,8 @@ md_load (struct md *md, int fd, uint64_t base, uint32_t node_id,
   memset (md, 0, sizeof *md);
   md->md_fd = -1;
   if (md_load_super (fd, base, &sb, &slot, &other_seq, other_why,
-                     sizeof other_why, err, errlen) == -1)
+                     sizeof other_why, err, errlen) == -1 ||
+      md_check_area_end (fd, base, &sb, err, errlen) == -1)
     return -1;
   if (md_setup (md, fd, base, &sb, err, errlen) == -1)
     goto fail;
