@@ -1100,7 +1100,7 @@ parse_node (struct loader *ld, struct repl_config *cfg, size_t i,
 {
   struct repl_node_cfg *nc = &cfg->cf_nodes[i];
   yaml_node_t *keys[NODE_NKEYS], *vals[NODE_NKEYS];
-  char where[REPL_NAME_MAX + 32];
+  char where[REPL_NAME_MAX + sizeof "nodes[18446744073709551615] (): "];
   const char *name, *s, *why;
   struct address addr;
   unsigned long id;
