@@ -45,6 +45,14 @@ _Static_assert (96 + 16 * MD_MAX_PEER_SLOTS <= MD_BLOCK_SIZE,
 #define MD_CRCS_PER_BLOCK    (MD_BLOCK_SIZE / 4)
 #define MD_IO_PAGES          256        /* bitmap pages per pwrite/pread */
 
+/* Bytes of buffer for count bitmap pages: at most MD_IO_PAGES' worth,
+ * so that writing one page does not take a megabyte. */
+static inline size_t
+md_io_buf_size (uint64_t count)
+{
+  return (size_t) (count < MD_IO_PAGES ? count : MD_IO_PAGES) * MD_BLOCK_SIZE;
+}
+
 /* Fail with errnum, leaving a message in err.  %m in fmt names the errno
  * at the time of the call. */
 static int __attribute__ ((format (printf, 4, 5)))
@@ -73,15 +81,12 @@ div_round_up (uint64_t a, uint64_t b)
   return a / b + (a % b != 0);
 }
 
+/* The first byte is 0 and every byte equals the next: memcmp does the
+ * comparing, word-wide (a superblock has 3.5 KiB that must be zero). */
 static bool
 all_zero (const uint8_t *p, size_t len)
 {
-  size_t i;
-
-  for (i = 0; i < len; ++i)
-    if (p[i] != 0)
-      return false;
-  return true;
+  return len == 0 || (p[0] == 0 && memcmp (p, p + 1, len - 1) == 0);
 }
 
 /* The checksum of a record of len bytes, its crc field counted as 0. */
@@ -666,7 +671,7 @@ md_init_peer_bitmap (struct md *md, unsigned slot, bool set,
   CLEANUP_FREE uint8_t *buf = NULL;
   uint64_t page, n, i, off;
 
-  buf = malloc ((size_t) MD_IO_PAGES * MD_BLOCK_SIZE);
+  buf = malloc (md_io_buf_size (l->ml_bm_pages));
   if (buf == NULL)
     return md_error (err, errlen, ENOMEM, "malloc: %m");
   off = md_peer_offset (md, slot) + l->ml_crc_blocks * MD_BLOCK_SIZE;
@@ -1028,7 +1033,6 @@ md_load_crcs (struct md *md, char *err, size_t errlen)
   const struct md_layout *l = &md->md_layout;
   CLEANUP_FREE uint8_t *buf = NULL;
   uint64_t page;
-  uint8_t last;
   unsigned slot;
 
   buf = malloc (MD_BLOCK_SIZE);
@@ -1045,9 +1049,41 @@ md_load_crcs (struct md *md, char *err, size_t errlen)
       *md_crc_entry (md, slot, page) =
         get_be32 (buf + 4 * (page % MD_CRCS_PER_BLOCK));
     }
-  /* The whole area is there: its last byte can be read. */
-  return md_read_exact (md, &last, 1, l->ml_total - 1, "last bitmap page",
-                        err, errlen);
+  return 0;
+}
+
+/* The whole area that superblock sb describes is there: its last byte
+ * can be read.  Checked before anything is allocated after the
+ * geometry, so that a superblock claiming an exabyte volume costs an
+ * error message, not terabytes of page checksums. */
+static int
+md_check_area_end (int fd, uint64_t base, const struct md_super *sb,
+                   char *err, size_t errlen)
+{
+  struct md_layout l;
+  uint8_t last;
+  ssize_t r;
+  off_t end;
+
+  if (md_layout (&sb->ms_geom, &l, err, errlen) == -1)
+    return -1;
+  if (base > INT64_MAX || l.ml_total > INT64_MAX - base)
+    return md_error (err, errlen, EINVAL,
+                     "metadata of %" PRIu64 " bytes at offset %" PRIu64
+                     " ends beyond the largest file offset",
+                     l.ml_total, base);
+  r = md_pread (fd, &last, 1, base + l.ml_total - 1);
+  if (r == -1)
+    return md_error (err, errlen, errno, "read at offset %" PRIu64 ": %m",
+                     base + l.ml_total - 1);
+  if (r == 0) {
+    end = lseek (fd, 0, SEEK_END);
+    return md_error (err, errlen, EINVAL,
+                     "metadata ends at offset %jd, before the end of its "
+                     "area (%" PRIu64 " bytes at offset %" PRIu64 ")",
+                     (intmax_t) end, l.ml_total, base);
+  }
+  return 0;
 }
 
 int
@@ -1062,7 +1098,8 @@ md_load (struct md *md, int fd, uint64_t base, uint32_t node_id,
   memset (md, 0, sizeof *md);
   md->md_fd = -1;
   if (md_load_super (fd, base, &sb, &slot, &other_seq, other_why,
-                     sizeof other_why, err, errlen) == -1)
+                     sizeof other_why, err, errlen) == -1 ||
+      md_check_area_end (fd, base, &sb, err, errlen) == -1)
     return -1;
   if (md_setup (md, fd, base, &sb, err, errlen) == -1)
     goto fail;
@@ -1219,7 +1256,7 @@ md_write_bitmap (struct md *md, unsigned slot, const struct bitmap *bm,
     return -1;
   if (count == 0)
     return 0;
-  buf = malloc ((size_t) MD_IO_PAGES * MD_BLOCK_SIZE);
+  buf = malloc (md_io_buf_size (count));
   if (buf == NULL)
     return md_error (err, errlen, ENOMEM, "malloc: %m");
 
@@ -1264,7 +1301,11 @@ md_read_bitmap (struct md *md, unsigned slot, struct bitmap *bm,
 
   if (md_check_bitmap_args (md, slot, bm, first, count, err, errlen) == -1)
     return -1;
-  buf = malloc ((size_t) MD_IO_PAGES * MD_BLOCK_SIZE);
+  if (nbad != NULL)
+    *nbad = 0;
+  if (count == 0)
+    return 0;
+  buf = malloc (md_io_buf_size (count));
   if (buf == NULL)
     return md_error (err, errlen, ENOMEM, "malloc: %m");
 

@@ -1102,7 +1102,7 @@ parse_node (struct loader *ld, struct repl_config *cfg, size_t i,
 {
   struct repl_node_cfg *nc = &cfg->cf_nodes[i];
   yaml_node_t *keys[NODE_NKEYS], *vals[NODE_NKEYS];
-  char where[REPL_NAME_MAX + 32];
+  char where[REPL_NAME_MAX + sizeof "nodes[18446744073709551615] (): "];
   const char *name, *s, *why;
   struct address addr;
   unsigned long id;
@@ -1538,13 +1538,16 @@ parse_top (struct loader *ld, struct repl_config *cfg)
  * Public functions.
  */
 
-int
-config_load (const char *path, struct repl_config *cfg, char *err, size_t errlen)
+/* Both entry points: buf is the file's content, or NULL to read it. */
+static int
+config_load_common (const char *path, const void *data, size_t datalen,
+                    struct repl_config *cfg, char *err, size_t errlen)
 {
   struct loader ld = {
     .ld_path = path, .ld_err = err, .ld_errlen = errlen, .ld_errno = EINVAL,
   };
-  CLEANUP_FREE unsigned char *buf = NULL;
+  CLEANUP_FREE unsigned char *copy = NULL;
+  const unsigned char *buf;
   size_t len;
   int r = -1;
 
@@ -1565,8 +1568,22 @@ config_load (const char *path, struct repl_config *cfg, char *err, size_t errlen
   cfg->cf_al_extents = MD_DEFAULT_AL_EXTENTS;
   /* resync-rate, c-min-rate, c-max-rate 0: unthrottled; csums false. */
 
-  if (read_file (&ld, &buf, &len) == -1 ||
-      scan_events (&ld, buf, len) == -1 ||
+  if (data == NULL) {
+    if (read_file (&ld, &copy, &len) == -1)
+      goto out;
+    buf = copy;
+  }
+  else if (datalen > CONFIG_MAX_BYTES) {
+    load_error (&ld, 0, "larger than %d bytes, not a configuration file",
+                CONFIG_MAX_BYTES);
+    ld.ld_errno = EFBIG;
+    goto out;
+  }
+  else {
+    buf = data;
+    len = datalen;
+  }
+  if (scan_events (&ld, buf, len) == -1 ||
       load_document (&ld, buf, len) == -1 ||
       find_config_dir (&ld) == -1)
     goto out;
@@ -1586,6 +1603,21 @@ config_load (const char *path, struct repl_config *cfg, char *err, size_t errlen
     errno = ld.ld_errno;
   }
   return r;
+}
+
+int
+config_load (const char *path, struct repl_config *cfg, char *err, size_t errlen)
+{
+  return config_load_common (path, NULL, 0, cfg, err, errlen);
+}
+
+int
+config_load_buffer (const char *path, const void *buf, size_t len,
+                    struct repl_config *cfg, char *err, size_t errlen)
+{
+  assert (buf != NULL || len == 0);
+  return config_load_common (path, buf != NULL ? buf : "", len, cfg,
+                             err, errlen);
 }
 
 /* Safe on a zeroed struct and when called twice: it zeroes what it frees. */

@@ -212,6 +212,13 @@ struct repl_config {
 extern int config_load (const char *path, struct repl_config *cfg,
                         char *err, size_t errlen);
 
+/* The same, on len bytes of YAML already in memory (the fuzzer's way
+ * in): path is not read, only named in messages, and its directory is
+ * where relative paths are taken from, as for config_load. */
+extern int config_load_buffer (const char *path, const void *buf,
+                               size_t len, struct repl_config *cfg,
+                               char *err, size_t errlen);
+
 extern void config_free (struct repl_config *cfg);
 
 /* "split-brain", "role-change", ... */

@@ -615,6 +615,35 @@ START_TEST (test_nul_byte)
 }
 END_TEST
 
+/* config_load_buffer: the same checks on bytes in memory; the path is
+ * only named (it need not exist) and its directory anchors relative
+ * paths.  Bytes need not end in a NUL. */
+START_TEST (test_load_buffer)
+{
+  static const char text[] = TWO_NODES;
+  char path[sizeof tmpdir + 32], want[sizeof tmpdir + 32];
+  struct repl_config cfg;
+
+  snprintf (path, sizeof path, "%s/not-there.yaml", tmpdir);
+  ck_assert_int_eq (config_load_buffer (path, text, strlen (text), &cfg,
+                                        err, sizeof err), 0);
+  ck_assert_str_eq (cfg.cf_resource, "r0");
+  ck_assert_int_eq (cfg.cf_nnodes, 2);
+  snprintf (want, sizeof want, "%s/r0-beta.img", tmpdir);
+  ck_assert_str_eq (cfg.cf_nodes[1].nc_disk, want);
+  config_free (&cfg);
+
+  /* Cut short in the middle of a key: refused with the path named. */
+  ck_assert_int_eq (config_load_buffer (path, text, 3, &cfg,
+                                        err, sizeof err), -1);
+  ck_assert_int_eq (errno, EINVAL);
+  ck_assert_msg (strncmp (err, path, strlen (path)) == 0, "%s", err);
+  ck_assert_int_eq (config_load_buffer (path, NULL, 0, &cfg,
+                                        err, sizeof err), -1);
+  ck_assert_int_eq (errno, EINVAL);
+}
+END_TEST
+
 /* Whatever the file holds, the message stays on one line. */
 START_TEST (test_message_one_line)
 {
@@ -1313,6 +1342,7 @@ config_suite (void)
   tcase_add_test (tc, test_null_and_empty_values);
   tcase_add_test (tc, test_nul_byte);
   tcase_add_test (tc, test_message_one_line);
+  tcase_add_test (tc, test_load_buffer);
   tcase_add_test (tc, test_small_buffer);
   tcase_add_test (tc, test_names);
   tcase_add_test (tc, test_protocol);

@@ -855,14 +855,52 @@ START_TEST (test_load_checks)
   ck_assert_int_eq (md_load (&md, fd, 0, 1, 64 * MiB, err, sizeof err), -1);
   ck_assert_err_has (err, "metadata ends at offset");
   ck_assert_int_eq (md.md_fd, -1);
-  /* Truncated inside superblock B: A still counts, the AL does not. */
+  /* Truncated inside superblock B: A still counts, and says how big
+   * the area is. */
   ck_assert_int_eq (ftruncate (fd, 6000), 0);
   ck_assert_int_eq (md_load (&md, fd, 0, 1, 64 * MiB, err, sizeof err), -1);
-  ck_assert_err_has (err, "inside the activity log");
+  ck_assert_err_has (err, "metadata ends at offset 6000, before the end "
+                     "of its area");
   ck_assert_int_eq (ftruncate (fd, 60), 0);      /* inside the fields */
   ck_assert_int_eq (md_load (&md, fd, 0, 1, 64 * MiB, err, sizeof err), -1);
   ck_assert_err_has (err, "no valid superblock: slot A: checksum mismatch");
   ck_assert_err_has (err, "slot B: beyond the end");
+  close (fd);
+}
+END_TEST
+
+/* A superblock with a good checksum that claims an enormous volume
+ * (found by fuzz-metadata): refused because the file is far too short
+ * for that area, before anything is allocated after the geometry (the
+ * page checksums alone would be terabytes). */
+START_TEST (test_load_huge_geometry)
+{
+  struct md_params p;
+  struct md md;
+  uint8_t blk[4096];
+  char err[256];
+  int fd = tmp_fd ();
+
+  small_params (&p, 1);
+  ck_assert_int_eq (md_create (&md, fd, 0, &p, false, err, sizeof err), 0);
+  md_close (&md);
+  pread_all (fd, blk, sizeof blk, 0);
+  put_be64 (blk + 40, UINT64_C (1) << 60);      /* size: 1 EiB */
+  put_be32 (blk + 48, 512);                     /* granularity */
+  put_be32 (blk + 52, 1u << 30);                /* AL extent size */
+  put_be32 (blk + 64, 31);                      /* peer slots */
+  memset (blk + 96 + 16 * 2, 0xff, 16 * 29);    /* ... free */
+  for (unsigned i = 2; i < 31; i++)
+    memset (blk + 96 + 16 * i + 4, 0, 12);
+  reseal (blk, sizeof blk);
+  pwrite_all (fd, blk, sizeof blk, 0);
+
+  errno = 0;
+  ck_assert_int_eq (md_load (&md, fd, 0, MD_ANY_NODE, 0, err, sizeof err),
+                    -1);
+  ck_assert_int_eq (errno, EINVAL);
+  ck_assert_err_has (err, "before the end of its area");
+  ck_assert_int_eq (md.md_fd, -1);
   close (fd);
 }
 END_TEST
@@ -1957,6 +1995,7 @@ metadata_suite (void)
   tcase_add_test (tc, test_create_load);
   tcase_add_test (tc, test_create_refuses);
   tcase_add_test (tc, test_load_checks);
+  tcase_add_test (tc, test_load_huge_geometry);
   tcase_add_test (tc, test_super_alternation_and_fallback);
   tcase_add_test (tc, test_al_ring);
   tcase_add_test (tc, test_bitmap_io);
