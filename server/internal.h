@@ -214,7 +214,8 @@ struct peer {
   uint64_t pr_verify_total, pr_verify_done;
   uint64_t pr_verify_oos;       /* bytes found out of sync */
   uint8_t *pr_verify_digests;   /* our digests per request slot */
-  uint64_t pr_verify_slot_offset[8];
+  uint64_t pr_verify_slot_offset[VERIFY_SLOTS]; /* request per slot, or */
+  uint32_t pr_verify_slot_count[VERIFY_SLOTS];  /* UINT64_MAX: none */
   bool pr_csum_resync;          /* a resync with csums is running */
   struct bitmap *pr_csum_done;  /* ... chunks whose digests were compared */
   uint64_t pr_csum_same;        /* ... bytes found the same (not sent) */

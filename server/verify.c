@@ -88,8 +88,10 @@ verify_run (struct peer *p, uint64_t gen)
   p->pr_verify_total = size;
   p->pr_verify_done = 0;
   p->pr_verify_oos = 0;
-  for (i = 0; i < VERIFY_SLOTS; i++)
+  for (i = 0; i < VERIFY_SLOTS; i++) {
     p->pr_verify_slot_offset[i] = UINT64_MAX;
+    p->pr_verify_slot_count[i] = 0;
+  }
   p->pr_verifying = !failed;
   if (p->pr_verify_digests == NULL)
     p->pr_verify_digests = calloc (VERIFY_SLOTS, VERIFY_MAX_BYTES / 512 *
@@ -134,6 +136,7 @@ verify_run (struct peer *p, uint64_t gen)
     }
     pthread_mutex_lock (&p->pr_lock);
     p->pr_verify_slot_offset[i] = offset;
+    p->pr_verify_slot_count[i] = len;
     peer_submit_locked (p, REPL_MSG_VERIFY_REQ, 0, NULL, len, offset,
                         &s->vs_waiter, false, &s->vs_msg, NULL);
     pthread_mutex_unlock (&p->pr_lock);
@@ -177,6 +180,7 @@ verify_csum_submit_locked (struct peer *p, unsigned slot, const uint8_t *buf,
     memset (digests, 0xff, (size_t) nchunks (len, p->pr_bitmap.bm_granularity)
                            * DIGEST_SIZE);      /* cannot match: data goes */
   p->pr_verify_slot_offset[slot] = offset;
+  p->pr_verify_slot_count[slot] = len;
   bitmap_set_range (p->pr_csum_done, offset, len);
   peer_submit_locked (p, REPL_MSG_VERIFY_REQ, 0, NULL, len, offset, w, false,
                       om, NULL);
@@ -204,8 +208,10 @@ verify_csum_begin (struct peer *p)
   }
   else
     bitmap_clear_all (p->pr_csum_done);
-  for (i = 0; i < VERIFY_SLOTS; i++)
+  for (i = 0; i < VERIFY_SLOTS; i++) {
     p->pr_verify_slot_offset[i] = UINT64_MAX;
+    p->pr_verify_slot_count[i] = 0;
+  }
   p->pr_csum_resync = p->pr_verify_digests != NULL &&
                       p->pr_csum_done != NULL;
   pthread_mutex_unlock (&p->pr_lock);
@@ -236,8 +242,12 @@ verify_handle_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
       h->length == (uint64_t) n * DIGEST_SIZE &&
       h->count <= VERIFY_MAX_BYTES)
     for (i = 0; i < VERIFY_SLOTS; i++)
-      if (p->pr_verify_slot_offset[i] == h->offset) {
+      if (p->pr_verify_slot_offset[i] == h->offset &&
+          p->pr_verify_slot_count[i] == h->count) {
         slot = i;
+        /* Answered: a second reply for it is a protocol error. */
+        p->pr_verify_slot_offset[i] = UINT64_MAX;
+        p->pr_verify_slot_count[i] = 0;
         break;
       }
   if (slot >= 0 && p->pr_csum_resync) {

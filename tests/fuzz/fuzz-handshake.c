@@ -138,7 +138,8 @@ is_data (unsigned type)
   case REPL_MSG_WRITE: case REPL_MSG_TRIM: case REPL_MSG_ZERO:
   case REPL_MSG_FLUSH: case REPL_MSG_RESYNC_START:
   case REPL_MSG_RESYNC_DATA: case REPL_MSG_RESYNC_DONE:
-  case REPL_MSG_VERIFY_REQ:
+  case REPL_MSG_VERIFY_REQ: case REPL_MSG_READ_REQ:
+  case REPL_MSG_OUT_OF_SYNC:
     return true;
   default:
     return false;
@@ -184,6 +185,19 @@ data_message (struct conn *c, const struct repl_hdr *h,
   case REPL_MSG_VERIFY_REQ:     /* verify.c verify_handle_request */
     if (h->count > VERIFY_MAX)
       return false;
+    break;
+  case REPL_MSG_OUT_OF_SYNC: {  /* forward.c forward_handle_out_of_sync */
+    uint64_t mask = 0;
+    size_t i;
+
+    for (i = 0; i < 8; i++)
+      mask = (mask << 8) | payload[i];
+    if (mask > UINT32_MAX)
+      return false;
+    bitmap_set_range (&c->bm, h->offset, h->count);
+    break;
+  }
+  case REPL_MSG_READ_REQ:       /* forward.c forward_handle_read */
     break;
   case REPL_MSG_RESYNC_DONE:
     bitmap_clear_all (&c->bm);
@@ -287,6 +301,9 @@ message (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
       c->ring_first = h->seq + 1;
     }
     return true;
+  case REPL_MSG_AWAY:           /* forward.c forward_handle_away */
+    return h->offset <= UINT32_MAX && c->peer_role == REPL_ROLE_PRIMARY;
+  case REPL_MSG_READ_REPLY:     /* we asked for none */
   case REPL_MSG_VERIFY_REPLY:   /* we asked for none */
   case REPL_MSG_HELLO:          /* only once */
   default:

@@ -148,7 +148,9 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     FUZZ_CHECK (h.length <= REPL_MAX_PAYLOAD);
     FUZZ_CHECK (h.length == 0 || h.length == h.count ||
                 h.type == REPL_MSG_HELLO || h.type == REPL_MSG_UUIDS ||
-                h.type == REPL_MSG_BITMAP || h.type == REPL_MSG_VERIFY_REPLY);
+                h.type == REPL_MSG_BITMAP || h.type == REPL_MSG_VERIFY_REPLY ||
+                ((h.type == REPL_MSG_AWAY ||
+                  h.type == REPL_MSG_OUT_OF_SYNC) && h.length == 8));
     wire_encode_hdr (&h, out);
     FUZZ_CHECK (memcmp (out, data + pos, REPL_HDR_SIZE) == 0);
 

@@ -182,6 +182,22 @@ wire_corpus (void)
   put_msg (&b, REPL_MSG_GOODBYE, 0, 0, 0, 0, 0, NULL);
   save ("wire", "control", &b);
 
+  /* A diskless primary's messages. */
+  {
+    static const uint8_t fresh[8] = { 0, 0, 0, 0, 0, 0x12, 0x34, 0x56 };
+    static const uint8_t mask[8] = { 0, 0, 0, 0, 0, 0, 0, 1 };
+
+    b.n = 0;
+    put_byte (&b, 0x1b);
+    put_msg (&b, REPL_MSG_AWAY, 0, 8, 0, 0, 1, fresh);
+    put_msg (&b, REPL_MSG_WRITE, 0, 512, 512, 1, 4096, data);
+    put_msg (&b, REPL_MSG_OUT_OF_SYNC, 0, 8, 4096, 2, 8192, mask);
+    put_msg (&b, REPL_MSG_READ_REQ, 0, 0, 4096, 3, 0, NULL);
+    put_msg (&b, REPL_MSG_READ_REPLY, 0, 512, 512, 3, 0, data);
+    put_msg (&b, REPL_MSG_READ_REPLY, REPL_FLAG_ERROR, 0, 512, 3, 0, NULL);
+    save ("wire", "diskless", &b);
+  }
+
   /* Nearly valid: one field wrong each. */
   b.n = 0;
   put_byte (&b, 0x9b);                          /* 1-byte error buffer */
@@ -242,6 +258,24 @@ handshake_corpus (void)
            REPL_ROLE_SECONDARY, NULL);
   put_msg (&b, REPL_MSG_GOODBYE, 0, 0, 0, 0, 0, NULL);
   save ("handshake", "secondary-writes", &b);
+
+  /* A storage node of a diskless primary. */
+  {
+    static const uint8_t new_uuid[8] = { 0, 0, 0, 0, 0, 0x12, 0x34, 0x56 };
+    static const uint8_t mask[8] = { 0, 0, 0, 0, 0, 0, 0, 4 };
+
+    b.n = 0;
+    put_byte (&b, 0x02);
+    u = to_wire (&ours_in_sync, 0);
+    put_hello (&b, 1, 0, REPL_ROLE_PRIMARY, REPL_DISK_DISKLESS, 0, &u);
+    put_msg (&b, REPL_MSG_AWAY, 0, 8, 0, 0, 4, new_uuid);
+    put_msg (&b, REPL_MSG_WRITE, 0, 4096, 4096, 1, 0, data);
+    put_msg (&b, REPL_MSG_OUT_OF_SYNC, 0, 8, 4096, 2, 8192, mask);
+    put_msg (&b, REPL_MSG_READ_REQ, 0, 0, 4096, 3, 0, NULL);
+    put_msg (&b, REPL_MSG_AWAY, 0, 8, 0, 0, 0, mask);
+    put_msg (&b, REPL_MSG_FLUSH, 0, 0, 0, 4, 0, NULL);
+    save ("handshake", "storage-of-diskless", &b);
+  }
 
   /* Secondary behind the primary's newer generation: resync target. */
   b.n = 0;
