@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -1360,7 +1361,7 @@ get_sb_policy (struct loader *ld, const yaml_node_t *key,
 enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_QUORUM,
        TOP_ON_NO_QUORUM, TOP_AFTER_SB_0PRI, TOP_AFTER_SB_1PRI, TOP_NET,
        TOP_METADATA, TOP_RESYNC, TOP_HANDLERS, TOP_READ_BALANCING,
-       TOP_NODES, TOP_NKEYS };
+       TOP_SECRET, TOP_SECRET_FILE, TOP_NODES, TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
@@ -1375,8 +1376,71 @@ static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESYNC] = "resync",
   [TOP_HANDLERS] = "handlers",
   [TOP_READ_BALANCING] = "read-balancing",
+  [TOP_SECRET] = "secret",
+  [TOP_SECRET_FILE] = "secret-file",
   [TOP_NODES] = "nodes",
 };
+
+/* secret: the shared secret of the resource, as written (at least
+ * REPL_SECRET_MIN bytes).  Never echoed in a message. */
+static int
+get_secret (struct loader *ld, const yaml_node_t *key, const yaml_node_t *val,
+            struct repl_config *cfg)
+{
+  const char *s;
+  size_t n;
+
+  if (get_text (ld, "", key, val, &s) == -1)
+    return -1;
+  n = strlen (s);
+  if (n < REPL_SECRET_MIN || n > REPL_SECRET_MAX) {
+    load_error (ld, node_line (val), "secret: %zu bytes; it must have %d to "
+                "%d", n, REPL_SECRET_MIN, REPL_SECRET_MAX);
+    return -1;
+  }
+  memcpy (cfg->cf_secret, s, n);
+  cfg->cf_secret_len = n;
+  return 0;
+}
+
+/* secret-file: PATH, the secret in a file of its own (trailing newlines
+ * dropped), which should be readable by root only. */
+static int
+read_secret_file (struct loader *ld, const yaml_node_t *key,
+                  const yaml_node_t *val, struct repl_config *cfg)
+{
+  CLEANUP_FREE char *path = NULL;
+  char buf[REPL_SECRET_MAX + 2];
+  struct stat st;
+  ssize_t n;
+  int fd;
+
+  if (get_path (ld, "", key, val, &path) == -1)
+    return -1;
+  fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd == -1) {
+    load_error (ld, node_line (val), "secret-file: %s: %s", path,
+                strerror (errno));
+    return -1;
+  }
+  if (fstat (fd, &st) == 0 && (st.st_mode & 0077) != 0)
+    cfg->cf_secret_file_open = true;
+  n = read (fd, buf, sizeof buf);
+  close (fd);
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+    n--;
+  if (n < REPL_SECRET_MIN || n > REPL_SECRET_MAX) {
+    load_error (ld, node_line (val), "secret-file: %s: %s; the secret must "
+                "have %d to %d bytes", path,
+                n < 0 ? strerror (errno) : "wrong length",
+                REPL_SECRET_MIN, REPL_SECRET_MAX);
+    return -1;
+  }
+  memcpy (cfg->cf_secret, buf, n);
+  cfg->cf_secret_len = n;
+  explicit_bzero (buf, sizeof buf);
+  return 0;
+}
 
 /* Diskless nodes: at least one storage node, and (for now) at most two
  * storage nodes beside them: with more, two storage nodes could both
@@ -1497,6 +1561,19 @@ parse_top (struct loader *ld, struct repl_config *cfg)
     return -1;
   if (vals[TOP_HANDLERS] &&
       parse_handlers (ld, vals[TOP_HANDLERS], cfg) == -1)
+    return -1;
+
+  if (vals[TOP_SECRET] && vals[TOP_SECRET_FILE]) {
+    load_error (ld, node_line (vals[TOP_SECRET_FILE]), "secret-file: "
+                "give secret or secret-file, not both");
+    return -1;
+  }
+  if (vals[TOP_SECRET] &&
+      get_secret (ld, keys[TOP_SECRET], vals[TOP_SECRET], cfg) == -1)
+    return -1;
+  if (vals[TOP_SECRET_FILE] &&
+      read_secret_file (ld, keys[TOP_SECRET_FILE], vals[TOP_SECRET_FILE],
+                        cfg) == -1)
     return -1;
 
   if (parse_nodes (ld, keys[TOP_NODES], vals[TOP_NODES], cfg) == -1)
@@ -1628,6 +1705,7 @@ config_free (struct repl_config *cfg)
 
   if (cfg == NULL)
     return;
+  explicit_bzero (cfg->cf_secret, sizeof cfg->cf_secret);
   free (cfg->cf_path);
   free (cfg->cf_resource);
   for (i = 0; i < REPL_MAX_NODES; i++) {

@@ -57,6 +57,8 @@
 #include <stdint.h>
 
 #define REPL_MAX_NODES    8
+#define REPL_SECRET_MIN   8     /* bytes of secret: */
+#define REPL_SECRET_MAX   256
 #define REPL_MAX_NODE_ID  31
 #define REPL_NAME_MAX     63
 
@@ -138,6 +140,11 @@ struct repl_config {
   char cf_protocol;             /* 'A', 'B' or 'C' */
   bool cf_auto_promote;         /* promote on the first client open */
   bool cf_has_diskless;         /* a node has disk: none */
+  /* secret / secret-file: the shared secret that authenticates the
+   * nodes to each other (peer-auth.c); cf_secret_len 0: none. */
+  uint8_t cf_secret[REPL_SECRET_MAX];
+  size_t cf_secret_len;
+  bool cf_secret_file_open;     /* the secret file is readable by others */
   enum repl_read_balancing cf_read_balancing;
   unsigned cf_read_prefer_id;   /* REPL_READ_PREFER: that node's id */
   bool cf_al_updates;           /* metadata: al-updates (DRBD's): false

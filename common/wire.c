@@ -27,6 +27,7 @@ enum wire_payload {
   WIRE_PAYLOAD_HELLO,           /* length == REPL_HELLO_SIZE */
   WIRE_PAYLOAD_UUIDS,           /* length == REPL_UUIDS_SIZE */
   WIRE_PAYLOAD_WORD,            /* length == 8 */
+  WIRE_PAYLOAD_AUTH,            /* length == REPL_AUTH_SIZE */
   WIRE_PAYLOAD_WORDS,           /* length > 0, a multiple of 8 */
 };
 
@@ -67,6 +68,10 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_READ_REQ] =     { "READ_REQ", 0, WIRE_PAYLOAD_NONE, true },
   [REPL_MSG_READ_REPLY] =   { "READ_REPLY", REPL_FLAG_ERROR,
                               WIRE_PAYLOAD_COUNT, true },
+  [REPL_MSG_AUTH_CHALLENGE] = { "AUTH_CHALLENGE", 0, WIRE_PAYLOAD_AUTH,
+                                false },
+  [REPL_MSG_AUTH_RESPONSE] = { "AUTH_RESPONSE", 0, WIRE_PAYLOAD_AUTH,
+                               false },
 };
 
 static const struct wire_type *
@@ -196,6 +201,11 @@ wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE], struct repl_hdr *h,
     if (h->length != REPL_UUIDS_SIZE)
       return wire_error (err, errlen, "%s: length %" PRIu32 " != %d",
                          name, h->length, REPL_UUIDS_SIZE);
+    break;
+  case WIRE_PAYLOAD_AUTH:
+    if (h->length != REPL_AUTH_SIZE)
+      return wire_error (err, errlen, "%s: length %" PRIu32 " != %d",
+                         name, h->length, REPL_AUTH_SIZE);
     break;
   case WIRE_PAYLOAD_WORD:
     if (h->length != 8)
@@ -341,9 +351,10 @@ wire_decode_hello (const uint8_t *in, size_t len, struct repl_hello *hello,
     return wire_error (err, errlen, "HELLO: version %" PRIu32
                        " not supported (want %d)",
                        hello->version, REPL_PROTO_VERSION);
-  if (hello->features != 0)
+  if (hello->features & ~REPL_FEATURES_KNOWN)
     return wire_error (err, errlen, "HELLO: features 0x%" PRIx32
-                       " not supported", hello->features);
+                       " not supported",
+                       hello->features & ~REPL_FEATURES_KNOWN);
   if (hello->role > REPL_ROLE_MAX)
     return wire_error (err, errlen, "HELLO: role %" PRIu32 " out of range",
                        hello->role);

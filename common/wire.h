@@ -88,8 +88,19 @@ enum repl_msg_type {
   REPL_MSG_READ_REPLY = 23,   /* unsequenced; seq, offset, count of the
                                  request; payload: the data (length ==
                                  count), or none with flag ERROR */
+  /* Right after the HELLOs, when both have feature AUTH: */
+  REPL_MSG_AUTH_CHALLENGE = 24, /* payload: REPL_AUTH_SIZE random bytes */
+  REPL_MSG_AUTH_RESPONSE = 25,  /* payload: HMAC-SHA256 (secret, the
+                                 peer's challenge || our node id as 4
+                                 big-endian bytes || the resource name) */
 };
-#define REPL_MSG_TYPE_MAX 23
+#define REPL_MSG_TYPE_MAX 25
+#define REPL_AUTH_SIZE 32
+
+/* HELLO features. */
+#define REPL_FEATURE_AUTH   0x00000001  /* the sender has a secret and
+                                           authenticates (peer-auth.c) */
+#define REPL_FEATURES_KNOWN REPL_FEATURE_AUTH
 
 #define REPL_FLAG_FUA       0x0001
 #define REPL_FLAG_MAY_TRIM  0x0002
@@ -149,7 +160,7 @@ struct repl_uuids {
 /* HELLO payload, REPL_HELLO_SIZE bytes, big-endian:
  *
  *   0  4 version     REPL_PROTO_VERSION
- *   4  4 features    reserved, 0
+ *   4  4 features    REPL_FEATURE_*
  *   8  4 node_id     the sender's id
  *  12  4 peer_id     the id the sender believes it is talking to
  *  16  4 role        enum repl_role

@@ -287,9 +287,13 @@ extern void peer_hand_over (struct peer *p, int fd,
                             const struct repl_hello *hello);
 extern const char *conn_state_name (enum conn_state state);
 extern int peer_check_hello (struct peer *p, const struct repl_hello *h,
-                             char *err, size_t errlen);
+                             bool decide, char *err, size_t errlen);
 extern int peer_send_hello (struct peer *p, int fd);
 extern void peer_refuse (struct peer *p, const char *from, const char *why);
+
+/* peer-auth.c */
+extern int peer_authenticate (struct peer *p, int fd,
+                              const struct repl_hello *h);
 
 /* A writer's message to one peer, whose answer it waits for: filled in
  * by peer_submit (pt_seq stays 0 if nothing was queued or nothing needs

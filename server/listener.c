@@ -112,7 +112,7 @@ handle (struct repl_node *node, int fd, const char *from)
   }
   /* Check everything before the hand-over, which replaces any existing
    * connection with this peer: a bad hello must not cost a good link. */
-  if (peer_check_hello (p, &hello, err, sizeof err) == -1) {
+  if (peer_check_hello (p, &hello, false, err, sizeof err) == -1) {
     peer_refuse (p, from, err);
     /* Our hello lets the other side log the reason too. */
     peer_send_hello (p, fd);

@@ -240,6 +240,7 @@ peer_send_hello (struct peer *p, int fd)
   struct repl_hdr h;
   struct repl_hello hello = {
     .version = REPL_PROTO_VERSION,
+    .features = node->n_cfg.cf_secret_len > 0 ? REPL_FEATURE_AUTH : 0,
     .node_id = node->n_self->nc_id,
     .peer_id = p->pr_cfg->nc_id,
     .size = node->n_vol.vol_size,
@@ -307,7 +308,7 @@ read_hello (struct peer *p, int fd, struct repl_hello *hello)
 /* Is this the node we expect, for the same resource and volume, in a
  * role we can work with?  Returns 0, or -1 with the reason in err. */
 int
-peer_check_hello (struct peer *p, const struct repl_hello *h,
+peer_check_hello (struct peer *p, const struct repl_hello *h, bool decide,
                   char *err, size_t errlen)
 {
   struct repl_node *node = p->pr_node;
@@ -345,7 +346,9 @@ peer_check_hello (struct peer *p, const struct repl_hello *h,
               "peer are Primary; only one node may be primary");
     return -1;
   }
-  {
+  /* The generations only once the peer has proven that it knows the
+   * secret (decide is false before): a decision may discard our data. */
+  if (decide) {
     int rule;
     if (gen_decide (node, p, h, &rule, err, errlen) == -1)
       return -1;
@@ -358,7 +361,7 @@ check_hello (struct peer *p, const struct repl_hello *h)
 {
   char err[512];
 
-  if (peer_check_hello (p, h, err, sizeof err) == -1) {
+  if (peer_check_hello (p, h, true, err, sizeof err) == -1) {
     set_error (p, "%s", err);
     return -1;
   }
@@ -402,7 +405,9 @@ establish (struct peer *p, struct repl_hello *hello)
         close (fd);
         fd = -1;
       }
-      else if (read_hello (p, fd, hello) == -1 || check_hello (p, hello) == -1) {
+      else if (read_hello (p, fd, hello) == -1 ||
+               peer_authenticate (p, fd, hello) == -1 ||
+               check_hello (p, hello) == -1) {
         close (fd);
         fd = -1;
       }
@@ -413,7 +418,8 @@ establish (struct peer *p, struct repl_hello *hello)
         close (fd);
         fd = -1;
       }
-      else if (check_hello (p, hello) == -1) {
+      else if (peer_authenticate (p, fd, hello) == -1 ||
+               check_hello (p, hello) == -1) {
         close (fd);
         fd = -1;
       }

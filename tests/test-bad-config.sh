@@ -107,6 +107,16 @@ bad id-negative "$c" node0 "id: '-1'"
 write_config "$c" "s/127.0.0.1:$port1/127.0.0.1:70000/"
 bad port-out-of-range "$c" node0 "address: '127.0.0.1:70000'"
 
+# secret / secret-file.
+write_config "$c" 's/^protocol: C/&\nsecret: short/'
+bad secret-too-short "$c" node0 "secret: 5 bytes; it must have 8 to 256"
+
+write_config "$c" 's/^protocol: C/&\nsecret: long enough secret\nsecret-file: s/'
+bad secret-and-file "$c" node0 "give secret or secret-file, not both"
+
+write_config "$c" 's/^protocol: C/&\nsecret-file: no-such-secret/'
+bad secret-file-missing "$c" node0 "secret-file: " "no-such-secret: No such file or directory"
+
 # Diskless nodes (disk: none).
 write_config "$c" 's/disk: node[01].img/disk: none/'
 bad all-diskless "$c" node0 "every node is diskless (disk: none)"

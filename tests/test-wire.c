@@ -21,7 +21,8 @@ struct expect {
   const char *name;
   uint16_t flags;               /* allowed */
   int payload;                  /* 0 none, 1 == count, 2 hello, 3 uuids,
-                                   4 words (multiple of 8), 5 one word */
+                                   4 words (multiple of 8), 5 one word,
+                                   6 REPL_AUTH_SIZE */
   int has_count;
 };
 
@@ -49,6 +50,8 @@ static const struct expect expect[] = {
   { REPL_MSG_OUT_OF_SYNC, "OUT_OF_SYNC", 0, 5, 1 },
   { REPL_MSG_READ_REQ, "READ_REQ", 0, 0, 1 },
   { REPL_MSG_READ_REPLY, "READ_REPLY", 0, 1, 1 },   /* + ERROR: below */
+  { REPL_MSG_AUTH_CHALLENGE, "AUTH_CHALLENGE", 0, 6, 0 },
+  { REPL_MSG_AUTH_RESPONSE, "AUTH_RESPONSE", 0, 6, 0 },
 };
 #define NR_EXPECT (sizeof expect / sizeof expect[0])
 
@@ -61,7 +64,8 @@ valid_hdr (const struct expect *e, struct repl_hdr *h)
                   : e->payload == 2 ? REPL_HELLO_SIZE
                   : e->payload == 3 ? REPL_UUIDS_SIZE
                   : e->payload == 4 ? 4096
-                  : e->payload == 5 ? 8 : 0;
+                  : e->payload == 5 ? 8
+                  : e->payload == 6 ? REPL_AUTH_SIZE : 0;
 
   wire_hdr_init (h, e->type, e->flags, length, count,
                  UINT64_C (0x0102030405060708) + e->type,
@@ -249,9 +253,9 @@ START_TEST (test_hdr_bad_flags)
       n++;
     }
   }
-  /* 23 types * 16 bits, less the 7 allowed (FUA x3, MAY_TRIM x1,
+  /* 25 types * 16 bits, less the 7 allowed (FUA x3, MAY_TRIM x1,
    * RECEIVED x1, ZEROES x1, ERROR x1). */
-  ck_assert_int_eq (n, 23 * 16 - 7);
+  ck_assert_int_eq (n, 25 * 16 - 7);
 
   /* RESYNC_DATA with ZEROES: count bytes of zeroes, no payload. */
   {
@@ -367,6 +371,15 @@ START_TEST (test_hdr_length_count)
       expect_reject (&h, msg);
       h.length = REPL_MAX_PAYLOAD + 8;
       snprintf (msg, sizeof msg, "%s: length 4194312 > maximum", e->name);
+      expect_reject (&h, msg);
+      break;
+    case 6:
+      valid_hdr (e, &h);
+      h.length = 31;
+      snprintf (msg, sizeof msg, "%s: length 31 != 32", e->name);
+      expect_reject (&h, msg);
+      h.length = 0;
+      snprintf (msg, sizeof msg, "%s: length 0 != 32", e->name);
       expect_reject (&h, msg);
       break;
     case 5:
@@ -711,8 +724,8 @@ START_TEST (test_hello_reject)
   }
 
   memcpy (buf, good, sizeof buf);
-  buf[7] = 1;
-  hello_bad (buf, REPL_HELLO_SIZE, "features 0x1");
+  buf[7] = 2;
+  hello_bad (buf, REPL_HELLO_SIZE, "features 0x2");
   memcpy (buf, good, sizeof buf);
   buf[4] = 0x80;
   hello_bad (buf, REPL_HELLO_SIZE, "features 0x80000000");

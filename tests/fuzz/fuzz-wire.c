@@ -150,7 +150,10 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
                 h.type == REPL_MSG_HELLO || h.type == REPL_MSG_UUIDS ||
                 h.type == REPL_MSG_BITMAP || h.type == REPL_MSG_VERIFY_REPLY ||
                 ((h.type == REPL_MSG_AWAY ||
-                  h.type == REPL_MSG_OUT_OF_SYNC) && h.length == 8));
+                  h.type == REPL_MSG_OUT_OF_SYNC) && h.length == 8) ||
+                ((h.type == REPL_MSG_AUTH_CHALLENGE ||
+                  h.type == REPL_MSG_AUTH_RESPONSE) &&
+                 h.length == REPL_AUTH_SIZE));
     wire_encode_hdr (&h, out);
     FUZZ_CHECK (memcmp (out, data + pos, REPL_HDR_SIZE) == 0);
 

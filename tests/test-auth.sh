@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Authentication with the shared secret: nodes with the same secret
+# connect and sync; a node with another secret, or with none, is refused
+# on both sides with the peer's address in the log, while the primary
+# keeps serving; secret-file works; the secret appears in no log, status
+# or dump-md; a fake peer that sends our own challenge back (a
+# reflection) is refused; a node without a secret warns at start.
+source "$(dirname "$0")/functions.sh"
+requires jq --version
+
+SECRET="correct horse battery staple"
+make_config 2 C 16M
+base="$tmpdir/base.yaml"
+cp "$CONFIG" "$base"
+with_secret () { sed "s/^protocol: C/&\nsecret: \"$1\"/" "$base" > "$2"; }
+
+# Same secret: connected, synced.
+with_secret "$SECRET" "$CONFIG"
+start_node node0 role=primary
+start_node node1
+wait_uptodate node0 30
+timed 30 nbdsh -u "$(uri node0)" -c "h.pwrite(b'a' * 4096, 0); h.flush()" || fail "write failed"
+wait_uptodate node0 30
+same_disks node0 node1
+info "same secret: connected"
+
+# node1 with another secret: refused on both sides, node0 keeps serving.
+stop_node node1
+with_secret "not the right secret" "$tmpdir/other.yaml"
+CONFIG_NODE0=$CONFIG
+CONFIG="$tmpdir/other.yaml"
+start_node node1
+CONFIG=$CONFIG_NODE0
+for (( i=0; i<100; i++ )); do
+    grep -q "authentication failed" "$tmpdir/node0.log" && break
+    sleep 0.1
+done
+grep -q "connection from 127.0.0.1:[0-9]* (node node1): authentication failed: wrong answer to our challenge" "$tmpdir/node0.log" ||
+    fail "node0 does not log the failed authentication with the peer's address: $(grep -i auth "$tmpdir/node0.log" | tail -n 2)"
+grep -q "authentication failed" "$tmpdir/node1.log" || fail "node1 does not log the failed authentication"
+timed 30 nbdsh -u "$(uri node0)" -c "h.pwrite(b'b' * 4096, 4096); h.flush()" ||
+    fail "node0 stopped serving after a wrong secret"
+[ "$(status_json node0 | jq -r '.peers[0].connection')" != Connected ] || fail "node1 got connected with a wrong secret"
+info "wrong secret: refused, node0 serves"
+
+# node1 with no secret at all.
+stop_node node1
+CONFIG="$base"
+start_node node1
+CONFIG=$CONFIG_NODE0
+for (( i=0; i<100; i++ )); do
+    grep -q "has a secret and this node has none" "$tmpdir/node1.log" && break
+    sleep 0.1
+done
+grep -q "has a secret and this node has none" "$tmpdir/node1.log" || fail "node1 does not say it lacks the secret"
+grep -q "warning: resource r0 has no secret" "$tmpdir/node1.log" || fail "node1 did not warn that it has no secret"
+info "no secret: refused, and warned at start"
+
+# secret-file, the right secret: node1 catches up.
+stop_node node1
+printf '%s\n' "$SECRET" > "$tmpdir/secret"
+chmod 600 "$tmpdir/secret"
+sed "s|^protocol: C|&\nsecret-file: secret|" "$base" > "$tmpdir/file.yaml"
+CONFIG="$tmpdir/file.yaml"
+start_node node1
+CONFIG=$CONFIG_NODE0
+wait_uptodate node0 30
+same_disks node0 node1
+info "secret-file: connected and resynced"
+
+# The secret is never shown.
+if grep -q "$SECRET" "$tmpdir"/*.log; then fail "the secret is in a log"; fi
+if status_json node0 | grep -q "$SECRET"; then fail "the secret is in status"; fi
+if "$REPLCTL" -c "$CONFIG" -n node1 dump-md 2>&1 | grep -q "$SECRET"; then fail "the secret is in dump-md"; fi
+
+# A fake node0 that sends node1's own challenge back (a reflection).
+# node1 accepts connections from node0 (the lower id dials).
+stop_node node1
+stop_node node0
+start_node node1
+port1=$(sed -n '/name: node1/,/disk:/s/.*address: 127.0.0.1:\([0-9]*\)/\1/p' "$CONFIG")
+/usr/bin/python3 - "$port1" <<'PY' || fail "the fake peer failed"
+import socket, struct, sys
+port = int(sys.argv[1])
+def hdr(t, length=0):
+    return struct.pack(">IHHIIQQ", 0x4e425250, t, 0, length, 0, 0, 0)
+def recv_exact(s, n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c: return b
+        b += c
+    return b
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+hello = (struct.pack(">IIIIIIQ", 3, 1, 0, 1, 0, 2, 16 << 20) + b"r0".ljust(64, b"\0")
+         + struct.pack(">QQQQII", 0x1234567890abcdef, 0, 0, 0, 1, 0) + struct.pack(">Q", 0))
+s.sendall(hdr(1, len(hello)) + hello)
+recv_exact(s, 32 + 144)                 # node1's hello
+recv_exact(s, 32); challenge = recv_exact(s, 32)
+s.sendall(hdr(24, 32) + challenge)      # its own challenge back
+recv_exact(s, 64)                       # node1 closes
+s.close()
+PY
+for (( i=0; i<100; i++ )); do
+    grep -q "sent our own challenge back" "$tmpdir/node1.log" && break
+    sleep 0.1
+done
+grep -q "connection from 127.0.0.1:[0-9]* (node node0): authentication failed: the peer sent our own challenge back (a reflection)" "$tmpdir/node1.log" ||
+    fail "node1 did not refuse the reflected challenge: $(grep -i auth "$tmpdir/node1.log" | tail -n 2)"
+status_json node1 >/dev/null || fail "node1 stopped answering after the fake peer"
+info "ok: reflection refused; the nodes kept serving throughout"
