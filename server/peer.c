@@ -105,6 +105,7 @@ peer_free (struct peer *p)
   bitmap_free (&p->pr_bitmap);
   free (p->pr_ring);
   free (p->pr_verify_digests);
+  free (p->pr_read_buf);
   if (p->pr_csum_done) {
     bitmap_free (p->pr_csum_done);
     free (p->pr_csum_done);
