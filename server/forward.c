@@ -197,9 +197,13 @@ forward_handle_read (struct peer *p, uint64_t gen, const struct repl_hdr *h)
   r = disk == REPL_DISK_UPTODATE
       ? volume_pread (&node->n_vol, p->pr_read_buf, h->count, h->offset)
       : -1;
-  if (r == 0)
+  if (r == 0) {
+    /* Served here: counted like the reads of our own clients. */
+    atomic_fetch_add (&node->n_reads, 1);
+    atomic_fetch_add (&node->n_read_bytes, h->count);
     out_msg_init (&om, REPL_MSG_READ_REPLY, 0, h->count, h->seq, h->offset,
                   p->pr_read_buf, h->count);
+  }
   else {
     log_error ("peer %s: read of %" PRIu32 " bytes at offset %" PRIu64
                " failed: %s", p->pr_cfg->nc_name, h->count, h->offset,
