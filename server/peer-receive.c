@@ -678,7 +678,11 @@ rx_step (struct peer *p, uint64_t gen, struct rx *rx)
     r = recv (rx->rx_fd, buf + rx->rx_fill, want, 0);
   while (r == -1 && errno == EINTR);
   if (r <= 0) {
-    if (r == 0)
+    if (r == 0 && rx->rx_fill > 0)
+      peer_fail (p, gen, "connection closed by peer in the middle of a "
+                 "message (%zu bytes of it received); the message is "
+                 "dropped", rx->rx_fill);
+    else if (r == 0)
       peer_fail (p, gen, "connection closed by peer%s",
                  p->pr_peer_goodbye ? " (it is shutting down)" : "");
     else

@@ -47,8 +47,13 @@ msgs = {
   "bad-flags":  hdr(W, flags=0x80, length=512, count=512, seq=1) + b"x" * 512,
   "huge":       hdr(W, length=0xffffffff, count=0xffffffff, seq=1),
   "good":       hdr(W, length=512, count=512, seq=1, off=4096) + b"G" * 512,
+  "cut-off":    hdr(W, length=4096, count=4096, seq=1, off=8192) + b"C" * 100,
+  "ping-flood": hdr(2) * 20000
+                + hdr(W, length=512, count=512, seq=1, off=4096) + b"G" * 512,
 }
 s.sendall(msgs[case])
+if case == "cut-off":
+    s.shutdown(socket.SHUT_WR)          # the rest never comes
 # Read until the secondary closes or acknowledges.
 got = b""
 try:
@@ -88,6 +93,8 @@ expect bad-magic  "bad magic 0xdeadbeef"
 expect bad-flags  "WRITE: flags 0x80 not allowed"
 expect huge       "length 4294967295 > maximum"
 
+expect cut-off    "connection closed by peer in the middle of a message (132 bytes of it received)"
+
 # Nothing of the above reached the disk.
 cmp -s "$(disk node1)" <(head -c 1M /dev/zero) || fail "bad messages changed the disk"
 
@@ -96,4 +103,39 @@ out=$(fake good)
 cmp -s <(dd if="$(disk node1)" bs=512 skip=8 count=1 status=none) <(printf 'G%.0s' $(seq 512)) ||
     fail "good WRITE not on the disk"
 status_json node1 >/dev/null || fail "control socket dead"
+
+# A flood of 20000 PINGs, then the good write: still served.
+out=$(fake ping-flood)
+[ "$out" = acked ] || fail "after a flood of pings: expected an ACK, got '$out'"
+info "ping-flood: 20000 PINGs, then a WRITE acknowledged"
+
+# Two connections claiming to be node0: the second replaces the first
+# (a node that restarted before we noticed), which is closed and logged.
+/usr/bin/python3 - "$port" <<'PY' || fail "the duplicate connections test failed"
+import socket, struct, sys
+port = int(sys.argv[1])
+def hdr(t, length=0):
+    return struct.pack(">IHHIIQQ", 0x4e425250, t, 0, length, 0, 0, 0)
+hello = (struct.pack(">IIIIIIQ", 3, 0, 0, 1, 1, 2, 1 << 20) + b"r0".ljust(64, b"\0")
+         + struct.pack(">QQQQII", 0x1234567890abcdef, 0, 0, 0, 5, 0)
+         + struct.pack(">Q", 0))
+def connect():
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(hdr(1, len(hello)) + hello)
+    return s
+a = connect()
+a.recv(32 + 144)
+b = connect()
+a.settimeout(10)
+try:
+    while a.recv(4096):
+        pass                           # PINGs, until node1 closes it
+except socket.timeout:
+    sys.exit("the first connection was not closed")
+b.close()
+PY
+grep -q "peer connected again; replacing the old connection" "$log1" ||
+    fail "the second connection as node0 was not logged"
+status_json node1 >/dev/null || fail "control socket dead after the duplicate connections"
+info "same node id twice: the first connection closed, logged"
 info "ok"
