@@ -1361,7 +1361,8 @@ get_sb_policy (struct loader *ld, const yaml_node_t *key,
 enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_QUORUM,
        TOP_ON_NO_QUORUM, TOP_AFTER_SB_0PRI, TOP_AFTER_SB_1PRI, TOP_NET,
        TOP_METADATA, TOP_RESYNC, TOP_HANDLERS, TOP_READ_BALANCING,
-       TOP_SECRET, TOP_SECRET_FILE, TOP_NODES, TOP_NKEYS };
+       TOP_SECRET, TOP_SECRET_FILE, TOP_DATA_INTEGRITY, TOP_NODES,
+       TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
@@ -1378,6 +1379,7 @@ static const char *const top_keys[TOP_NKEYS] = {
   [TOP_READ_BALANCING] = "read-balancing",
   [TOP_SECRET] = "secret",
   [TOP_SECRET_FILE] = "secret-file",
+  [TOP_DATA_INTEGRITY] = "data-integrity",
   [TOP_NODES] = "nodes",
 };
 
@@ -1563,6 +1565,18 @@ parse_top (struct loader *ld, struct repl_config *cfg)
       parse_handlers (ld, vals[TOP_HANDLERS], cfg) == -1)
     return -1;
 
+  if (vals[TOP_DATA_INTEGRITY]) {
+    if (get_text (ld, "", keys[TOP_DATA_INTEGRITY], vals[TOP_DATA_INTEGRITY],
+                  &s) == -1)
+      return -1;
+    if (strcmp (s, "crc32c") == 0)
+      cfg->cf_data_integrity = true;
+    else if (strcmp (s, "none") != 0) {
+      load_error (ld, node_line (vals[TOP_DATA_INTEGRITY]),
+                  "data-integrity: '%s' is not crc32c or none", s);
+      return -1;
+    }
+  }
   if (vals[TOP_SECRET] && vals[TOP_SECRET_FILE]) {
     load_error (ld, node_line (vals[TOP_SECRET_FILE]), "secret-file: "
                 "give secret or secret-file, not both");

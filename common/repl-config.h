@@ -140,6 +140,7 @@ struct repl_config {
   char cf_protocol;             /* 'A', 'B' or 'C' */
   bool cf_auto_promote;         /* promote on the first client open */
   bool cf_has_diskless;         /* a node has disk: none */
+  bool cf_data_integrity;       /* data-integrity: crc32c */
   /* secret / secret-file: the shared secret that authenticates the
    * nodes to each other (peer-auth.c); cf_secret_len 0: none. */
   uint8_t cf_secret[REPL_SECRET_MAX];

@@ -42,7 +42,7 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_HELLO] =        { "HELLO", 0, WIRE_PAYLOAD_HELLO, false },
   [REPL_MSG_PING] =         { "PING", 0, WIRE_PAYLOAD_NONE, false },
   [REPL_MSG_PONG] =         { "PONG", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_WRITE] =        { "WRITE", REPL_FLAG_FUA,
+  [REPL_MSG_WRITE] =        { "WRITE", REPL_FLAG_FUA | REPL_FLAG_DIGEST,
                               WIRE_PAYLOAD_COUNT, true },
   [REPL_MSG_TRIM] =         { "TRIM", REPL_FLAG_FUA,
                               WIRE_PAYLOAD_NONE, true },
@@ -50,7 +50,8 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
                               WIRE_PAYLOAD_NONE, true },
   [REPL_MSG_FLUSH] =        { "FLUSH", 0, WIRE_PAYLOAD_NONE, false },
   [REPL_MSG_RESYNC_START] = { "RESYNC_START", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_RESYNC_DATA] =  { "RESYNC_DATA", REPL_FLAG_ZEROES,
+  [REPL_MSG_RESYNC_DATA] =  { "RESYNC_DATA",
+                              REPL_FLAG_ZEROES | REPL_FLAG_DIGEST,
                               WIRE_PAYLOAD_COUNT, true },
   [REPL_MSG_RESYNC_DONE] =  { "RESYNC_DONE", 0, WIRE_PAYLOAD_NONE, false },
   [REPL_MSG_ACK] =          { "ACK", REPL_FLAG_RECEIVED,
@@ -164,7 +165,8 @@ wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE], struct repl_hdr *h,
     return wire_error (err, errlen, "%s: flags 0x%" PRIx16 " not allowed",
                        name, bad_flags);
 
-  if (h->length > REPL_MAX_PAYLOAD)
+  if (h->length > REPL_MAX_PAYLOAD +
+                  (h->flags & REPL_FLAG_DIGEST ? REPL_DIGEST_SIZE : 0))
     return wire_error (err, errlen, "%s: length %" PRIu32 " > maximum %u",
                        name, h->length, REPL_MAX_PAYLOAD);
 
@@ -181,11 +183,21 @@ wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE], struct repl_hdr *h,
                          name, h->length);
     break;
   case WIRE_PAYLOAD_COUNT:
+    if ((h->flags & REPL_FLAG_DIGEST) && (h->flags & REPL_FLAG_ZEROES))
+      return wire_error (err, errlen, "%s: flags DIGEST and ZEROES together",
+                         name);
     if (h->flags & (REPL_FLAG_ZEROES | REPL_FLAG_ERROR)) {
       if (h->length != 0)
         return wire_error (err, errlen, "%s: length %" PRIu32
                            " != 0 with flag %s", name, h->length,
                            h->flags & REPL_FLAG_ZEROES ? "ZEROES" : "ERROR");
+    }
+    else if (h->flags & REPL_FLAG_DIGEST) {
+      if ((uint64_t) h->length != (uint64_t) h->count + REPL_DIGEST_SIZE)
+        return wire_error (err, errlen,
+                           "%s: length %" PRIu32 " != count %" PRIu32
+                           " + %d with flag DIGEST",
+                           name, h->length, h->count, REPL_DIGEST_SIZE);
     }
     else if (h->length != h->count)
       return wire_error (err, errlen,

@@ -9,6 +9,7 @@
  *        4    2 type      enum repl_msg_type
  *        6    2 flags     REPL_FLAG_* (only those valid for the type)
  *        8    4 length    payload bytes that follow, <= REPL_MAX_PAYLOAD
+ *                         (+ REPL_DIGEST_SIZE with flag DIGEST)
  *       12    4 count     bytes of the volume affected (WRITE, TRIM, ZERO,
  *                         RESYNC_DATA); 0 for every other type
  *       16    8 seq       sender's sequence number (ACK: the acknowledged one)
@@ -111,6 +112,11 @@ enum repl_msg_type {
                                        all zero and not sent (length 0) */
 #define REPL_FLAG_ERROR     0x0010  /* READ_REPLY: the read failed; no
                                        payload */
+#define REPL_FLAG_DIGEST    0x0020  /* WRITE, RESYNC_DATA: the payload is
+                                       the count bytes of data, then their
+                                       crc32c, 4 bytes big-endian
+                                       (data-integrity: crc32c) */
+#define REPL_DIGEST_SIZE    4
 
 struct repl_hdr {
   uint32_t magic;

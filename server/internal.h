@@ -125,7 +125,9 @@ enum conn_state {
  * thread that queued it, which keeps it alive until om_done. */
 struct out_msg {
   struct out_msg *om_next;
-  struct iovec om_iov[2];       /* header, optional payload */
+  struct iovec om_iov[3];       /* header, optional payload, optional
+                                   digest (flag DIGEST) */
+  uint8_t om_digest[REPL_DIGEST_SIZE];
   int om_niov;
   uint8_t om_hdr[REPL_HDR_SIZE];
   struct waiter *om_on_send;    /* completed once sent or dropped

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 
 #include "byte-order.h"
+#include "crc32c.h"
 #include "internal.h"
 #include "log.h"
 
@@ -139,6 +140,21 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
   struct waiter fwd;
   bool in_al = false, forwarding = false, locked = false;
   int r = 0;
+
+  /* data-integrity: crc32c: the data must match its digest before it
+   * goes anywhere.  A mismatch ends the connection; the sender then
+   * marks the range out of sync and resyncs it. */
+  if (h->flags & REPL_FLAG_DIGEST) {
+    uint32_t want = get_be32 (payload + h->count);
+
+    if (crc32c (0, payload, h->count) != want) {
+      peer_fail (p, gen, "data-integrity: crc32c mismatch in %s of %" PRIu32
+                 " bytes at offset %" PRIu64 " (sequence %" PRIu64 "): "
+                 "corrupted in transit; dropped", wire_type_name (h->type),
+                 h->count, h->offset, h->seq);
+      return -1;
+    }
+  }
 
   switch (h->type) {
   case REPL_MSG_READ_REQ:
@@ -533,6 +549,7 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
     if (have < h.length &&
         !(rx->rx_pipe[0] >= 0 && h.length >= LARGE_MESSAGE &&
           p->pr_away_mask == 0 &&       /* forwarding needs the data */
+          !(h.flags & REPL_FLAG_DIGEST) &&      /* ... and so does the digest */
           (h.type == REPL_MSG_WRITE || h.type == REPL_MSG_RESYNC_DATA)))
       break;
 

@@ -17,10 +17,12 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "byte-order.h"
+#include "crc32c.h"
 #include "internal.h"
 #include "log.h"
 
-#define SEND_BATCH 256          /* messages per sendmsg (<= IOV_MAX / 2) */
+#define SEND_BATCH 256          /* messages per sendmsg (<= IOV_MAX / 3) */
 
 void
 out_msg_init (struct out_msg *om, enum repl_msg_type type, uint16_t flags,
@@ -98,7 +100,7 @@ void
 peer_queue_locked (struct peer *p, struct out_msg *om)
 {
   struct out_msg *batch[SEND_BATCH];
-  struct iovec iov[SEND_BATCH * 2];
+  struct iovec iov[SEND_BATCH * 3];
   uint64_t gen = p->pr_gen;
   int fd = p->pr_fd;
 
@@ -239,10 +241,26 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
   f->if_read_buf = read_buf;
   f->if_read_status = read_status;
 
+  if (p->pr_node->n_cfg.cf_data_integrity &&
+      (type == REPL_MSG_WRITE ||
+       (type == REPL_MSG_RESYNC_DATA && !(flags & REPL_FLAG_ZEROES))))
+    flags |= REPL_FLAG_DIGEST;
   out_msg_init (om, type, flags, count, seq, offset, payload,
                 type == REPL_MSG_WRITE ||
                 (type == REPL_MSG_RESYNC_DATA && !(flags & REPL_FLAG_ZEROES))
                 ? count : type == REPL_MSG_OUT_OF_SYNC ? 8 : 0);
+  if (flags & REPL_FLAG_DIGEST) {
+    /* data-integrity: crc32c: the digest follows the data. */
+    struct repl_hdr h;
+
+    wire_hdr_init (&h, type, flags, count + REPL_DIGEST_SIZE, count, seq,
+                   offset);
+    wire_encode_hdr (&h, om->om_hdr);
+    put_be32 (om->om_digest, crc32c (0, payload, count));
+    om->om_iov[2].iov_base = om->om_digest;
+    om->om_iov[2].iov_len = REPL_DIGEST_SIZE;
+    om->om_niov = 3;
+  }
   /* The waiter counts two events: the sender letting go of om (and the
    * payload) and the acknowledgement — they may come in either order,
    * since the peer can answer before sendmsg returns.  Protocol A plain

@@ -11,6 +11,10 @@
  *   FAULT_SENDMSG_DELAY_US=U  sleep U µs after every sendmsg of more than
  *                             a header, widening the window between a
  *                             message leaving and its sender finishing
+ *   FAULT_SENDMSG_CORRUPT=K   the K-th sendmsg of more than 64 KiB goes
+ *                             out with byte 132 flipped (in the payload
+ *                             of its first data message): a bit error
+ *                             in transit that TCP's checksum missed
  */
 #include <config.h>
 
@@ -18,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -83,11 +88,47 @@ splice (int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
   return real (fd_in, off_in, fd_out, off_out, len, flags);
 }
 
+/* Send a copy of msg's data with one byte flipped. */
+static ssize_t
+send_corrupted (sendmsg_fn real, int fd, const struct msghdr *msg, int flags,
+                size_t total)
+{
+  char *copy = malloc (total);
+  struct iovec iov;
+  struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+  size_t pos = 0, i;
+  ssize_t r;
+
+  if (copy == NULL)
+    return real (fd, msg, flags);
+  for (i = 0; i < msg->msg_iovlen; i++) {
+    memcpy (copy + pos, msg->msg_iov[i].iov_base, msg->msg_iov[i].iov_len);
+    pos += msg->msg_iov[i].iov_len;
+  }
+  copy[132] ^= 0x01;
+  iov.iov_base = copy;
+  iov.iov_len = total;
+  r = real (fd, &m, flags);
+  free (copy);
+  return r;
+}
+
 ssize_t
 sendmsg (int fd, const struct msghdr *msg, int flags)
 {
   sendmsg_fn real = (sendmsg_fn) dlsym (RTLD_NEXT, "sendmsg");
-  ssize_t r = real (fd, msg, flags);
+  static int big_sends;
+  long long corrupt = env_number ("FAULT_SENDMSG_CORRUPT", 0);
+  size_t total = 0, i;
+  ssize_t r;
+
+  for (i = 0; i < msg->msg_iovlen; i++)
+    total += msg->msg_iov[i].iov_len;
+  if (corrupt > 0 && total > (64u << 10) &&
+      __atomic_add_fetch (&big_sends, 1, __ATOMIC_SEQ_CST) == corrupt)
+    r = send_corrupted (real, fd, msg, flags, total);
+  else
+    r = real (fd, msg, flags);
   long long delay = env_number ("FAULT_SENDMSG_DELAY_US", 0);
 
   if (delay > 0 && r > 32)

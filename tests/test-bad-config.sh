@@ -117,6 +117,9 @@ bad secret-and-file "$c" node0 "give secret or secret-file, not both"
 write_config "$c" 's/^protocol: C/&\nsecret-file: no-such-secret/'
 bad secret-file-missing "$c" node0 "secret-file: " "no-such-secret: No such file or directory"
 
+write_config "$c" 's/^protocol: C/&\ndata-integrity: md5/'
+bad data-integrity-unknown "$c" node0 "data-integrity: 'md5' is not crc32c or none"
+
 # Diskless nodes (disk: none).
 write_config "$c" 's/disk: node[01].img/disk: none/'
 bad all-diskless "$c" node0 "every node is diskless (disk: none)"

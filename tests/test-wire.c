@@ -244,6 +244,9 @@ START_TEST (test_hdr_bad_flags)
         continue;               /* allowed, with length 0: see below */
       if (e->type == REPL_MSG_READ_REPLY && f == REPL_FLAG_ERROR)
         continue;               /* likewise (test_read_reply_error) */
+      if ((e->type == REPL_MSG_WRITE || e->type == REPL_MSG_RESYNC_DATA) &&
+          f == REPL_FLAG_DIGEST)
+        continue;               /* with a longer payload (test_digest) */
       valid_hdr (e, &h);
       h.flags = f;
       snprintf (msg, sizeof msg, "%s: flags 0x%x not allowed", e->name, f);
@@ -253,9 +256,9 @@ START_TEST (test_hdr_bad_flags)
       n++;
     }
   }
-  /* 25 types * 16 bits, less the 7 allowed (FUA x3, MAY_TRIM x1,
-   * RECEIVED x1, ZEROES x1, ERROR x1). */
-  ck_assert_int_eq (n, 25 * 16 - 7);
+  /* 25 types * 16 bits, less the 9 allowed (FUA x3, MAY_TRIM x1,
+   * RECEIVED x1, ZEROES x1, ERROR x1, DIGEST x2). */
+  ck_assert_int_eq (n, 25 * 16 - 9);
 
   /* RESYNC_DATA with ZEROES: count bytes of zeroes, no payload. */
   {
@@ -413,6 +416,26 @@ START_TEST (test_hdr_length_count)
       expect_reject (&h, msg);
     }
   }
+}
+END_TEST
+
+/* data-integrity: the digest follows the data. */
+START_TEST (test_digest)
+{
+  struct repl_hdr h;
+
+  wire_hdr_init (&h, REPL_MSG_WRITE, REPL_FLAG_DIGEST, 4100, 4096, 1, 0);
+  expect_accept (&h);
+  wire_hdr_init (&h, REPL_MSG_WRITE, REPL_FLAG_DIGEST, 4096, 4096, 1, 0);
+  expect_reject (&h, "WRITE: length 4096 != count 4096 + 4 with flag DIGEST");
+  wire_hdr_init (&h, REPL_MSG_RESYNC_DATA, REPL_FLAG_DIGEST | REPL_FLAG_ZEROES,
+                 0, 4096, 1, 0);
+  expect_reject (&h, "RESYNC_DATA: flags DIGEST and ZEROES together");
+  wire_hdr_init (&h, REPL_MSG_WRITE, REPL_FLAG_DIGEST,
+                 REPL_MAX_PAYLOAD + REPL_DIGEST_SIZE, REPL_MAX_PAYLOAD, 1, 0);
+  expect_accept (&h);
+  wire_hdr_init (&h, REPL_MSG_TRIM, REPL_FLAG_DIGEST, 0, 4096, 1, 0);
+  expect_reject (&h, "TRIM: flags 0x20 not allowed");
 }
 END_TEST
 
@@ -918,6 +941,7 @@ wire_suite (void)
   tcase_add_test (tc, test_hdr_length_count);
   tcase_add_test (tc, test_hdr_err_buffer);
   tcase_add_test (tc, test_read_reply_error);
+  tcase_add_test (tc, test_digest);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("range");

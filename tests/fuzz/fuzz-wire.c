@@ -145,8 +145,10 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     FUZZ_CHECK (h.magic == REPL_MAGIC);
     FUZZ_CHECK (h.type >= 1 && h.type <= REPL_MSG_TYPE_MAX);
     FUZZ_CHECK (strcmp (wire_type_name (h.type), "unknown") != 0);
-    FUZZ_CHECK (h.length <= REPL_MAX_PAYLOAD);
+    FUZZ_CHECK (h.length <= REPL_MAX_PAYLOAD + REPL_DIGEST_SIZE);
     FUZZ_CHECK (h.length == 0 || h.length == h.count ||
+                ((h.flags & REPL_FLAG_DIGEST) &&
+                 (uint64_t) h.length == (uint64_t) h.count + REPL_DIGEST_SIZE) ||
                 h.type == REPL_MSG_HELLO || h.type == REPL_MSG_UUIDS ||
                 h.type == REPL_MSG_BITMAP || h.type == REPL_MSG_VERIFY_REPLY ||
                 ((h.type == REPL_MSG_AWAY ||
