@@ -197,7 +197,10 @@ gen_decide (struct repl_node *node, struct peer *p,
               "hello: %s", why);
     return -1;
   }
-  gen_view (node, p, &local);
+  /* Ours as our hello gave them: the peer decides on the same. */
+  pthread_mutex_lock (&p->pr_lock);
+  local = p->pr_hello_uuids;
+  pthread_mutex_unlock (&p->pr_lock);
   d = uuid_compare (&local, &peer, &rule);
   *rulep = rule;
   if (d == UUID_SYNC_BITMAP_TIEBREAK)

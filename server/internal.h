@@ -184,6 +184,7 @@ struct peer {
    * decision made at connect (generation.c). */
   struct gen_uuids pr_peer_uuids;
   int pr_decision;              /* enum uuid_decision */
+  struct gen_uuids pr_hello_uuids; /* what our last hello told the peer */
   uint64_t pr_hello_changes;    /* the change count our last hello told
                                    the peer: what it expects a bitmap of */
   bool pr_split_brain;          /* the last connect attempt found split

@@ -165,6 +165,20 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   }
   pthread_mutex_unlock (&p->pr_lock);
 
+  /* A write started a new generation after our hello left (the peer
+   * was still away for it): tell the peer now.  The chunks it wrote
+   * are in the peer's bitmap and resync above. */
+  {
+    struct gen_uuids now, sent;
+
+    gen_view (node, p, &now);
+    pthread_mutex_lock (&p->pr_lock);
+    sent = p->pr_hello_uuids;
+    pthread_mutex_unlock (&p->pr_lock);
+    if (now.gu_current != sent.gu_current)
+      sync_send_uuids (p);
+  }
+
   if (forward_may_feed_us (p)) {
     bool mine;
 

@@ -256,6 +256,12 @@ peer_send_hello (struct peer *p, int fd)
   pthread_mutex_unlock (&node->n_lock);
   gen_view (node, p, &u);
   gen_to_wire (&u, &hello.uuids);
+  /* The decision at connect compares what this hello says, which is
+   * what the peer compares too, even if a write changes our UUIDs
+   * meanwhile (sync_on_connect then tells the peer the new ones). */
+  pthread_mutex_lock (&p->pr_lock);
+  p->pr_hello_uuids = u;
+  pthread_mutex_unlock (&p->pr_lock);
   pthread_mutex_lock (&node->n_md_io_lock);
   hello.primary_since = node->n_md.md_super.ms_primary_since;
   pthread_mutex_unlock (&node->n_md_io_lock);
