@@ -48,6 +48,15 @@ check_peer (struct repl_node *node, struct peer *p, uint64_t now)
       goto out;
     }
   }
+  /* A sync source waits for its target's bitmap before resyncing; a
+   * peer that never sends it (it decided differently) must not hold the
+   * connection for ever. */
+  if (p->pr_bitmap_pending && p->pr_connected_ns < now &&
+      now - p->pr_connected_ns > 5 * cfg->cf_timeout_ms * UINT64_C (1000000)) {
+    peer_fail_locked (p, gen, "its bitmap did not arrive within %.1f s of "
+                      "connecting; reconnecting", (now - p->pr_connected_ns) / 1e9);
+    goto out;
+  }
   /* Only ping an idle link (a busy one proves itself), and never wait:
    * with nobody sending, the ping goes straight out with MSG_DONTWAIT
    * under pr_lock, so the ticker can neither block on a stalled peer
