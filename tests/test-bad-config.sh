@@ -127,6 +127,20 @@ bad all-diskless "$c" node0 "every node is diskless (disk: none)"
 write_config "$c" 's/disk: node1.img/disk: none\n    meta: node1.meta/'
 bad diskless-with-meta "$c" node0 "meta: a diskless node (disk: none) has no metadata"
 
+# Three storage nodes and a diskless one: not supported yet.
+write_config "$c"
+cat >>"$c" <<EOT
+  - name: node2
+    id: 2
+    address: 127.0.0.1:$(free_port)
+    disk: node2.img
+  - name: client
+    id: 3
+    address: 127.0.0.1:$(free_port)
+    disk: none
+EOT
+bad diskless-three-storage "$c" node0 "3 storage nodes with a diskless node"
+
 write_config "$c" 's/^protocol: C/&\nread-balancing: prefer-nobody/'
 bad read-balancing-unknown-node "$c" node0 \
     "read-balancing: 'prefer-nobody' is not round-robin, least-pending or prefer-NODE"
