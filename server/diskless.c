@@ -145,6 +145,32 @@ is_target_locked (const struct peer *p)
          p->pr_disk == REPL_DISK_UPTODATE && p->pr_dl_in_gen;
 }
 
+/* The storage nodes we may write to and read from now (not those in
+ * skip), into tg; returns how many.  The others' ids go into *away. */
+static size_t
+targets (struct repl_node *node, uint32_t skip, struct peer **tg,
+         uint32_t *away)
+{
+  size_t i, n = 0;
+
+  *away = 0;
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *p = node->n_peers[i];
+    bool t;
+
+    if (p->pr_cfg->nc_diskless || (skip & id_bit (p)))
+      continue;
+    pthread_mutex_lock (&p->pr_lock);
+    t = is_target_locked (p);
+    pthread_mutex_unlock (&p->pr_lock);
+    if (t)
+      tg[n++] = p;
+    else
+      *away |= id_bit (p);
+  }
+  return n;
+}
+
 /* Queue AWAY to target p if what it last heard differs.  pr_lock held.
  * The message lives in the peer; one still queued is waited for. */
 static void
@@ -230,28 +256,15 @@ replicate (struct repl_node *node, enum repl_msg_type type,
   struct peer *tg[REPL_MAX_NODES], *done[REPL_MAX_NODES];
   bool ok[REPL_MAX_NODES];
   size_t i, nt = 0, ndone = 0;
-  uint32_t away = 0, lost = 0, targets = 0, fresh_bits;
+  uint32_t away, lost = 0, in_gen = 0, fresh_bits;
   uint64_t current, fresh = 0;
 
   pthread_mutex_lock (&node->n_lock);
   current = node->n_dl_current;
   pthread_mutex_unlock (&node->n_lock);
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
-    bool t;
-
-    if (p->pr_cfg->nc_diskless)
-      continue;
-    pthread_mutex_lock (&p->pr_lock);
-    t = is_target_locked (p);
-    pthread_mutex_unlock (&p->pr_lock);
-    if (t) {
-      tg[nt++] = p;
-      targets |= id_bit (p);
-    }
-    else
-      away |= id_bit (p);
-  }
+  nt = targets (node, 0, tg, &away);
+  for (i = 0; i < nt; i++)
+    in_gen |= id_bit (tg[i]);
   if (nt == 0) {
     log_error ("node %s: %s of %" PRIu32 " bytes at offset %" PRIu64
                " failed: no UpToDate storage node is connected",
@@ -262,7 +275,7 @@ replicate (struct repl_node *node, enum repl_msg_type type,
 
   /* The first write with a node away starts a new generation. */
   pthread_mutex_lock (&node->n_lock);
-  node->n_dl_gen_away &= ~targets;
+  node->n_dl_gen_away &= ~in_gen;
   fresh_bits = away & ~node->n_dl_gen_away;
   if (fresh_bits != 0 && type != REPL_MSG_FLUSH &&
       node->n_dl_current == current) {
@@ -352,24 +365,14 @@ static struct peer *
 pick_reader (struct repl_node *node, uint32_t tried)
 {
   struct peer *cand[REPL_MAX_NODES], *best = NULL;
-  size_t i, n = 0;
+  size_t i, n;
+  uint32_t away;
   unsigned next;
 
   pthread_mutex_lock (&node->n_lock);
   next = node->n_dl_next_read++;
   pthread_mutex_unlock (&node->n_lock);
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
-    bool t;
-
-    if (p->pr_cfg->nc_diskless || (tried & id_bit (p)))
-      continue;
-    pthread_mutex_lock (&p->pr_lock);
-    t = is_target_locked (p);
-    pthread_mutex_unlock (&p->pr_lock);
-    if (t)
-      cand[n++] = p;
-  }
+  n = targets (node, tried, cand, &away);
   if (n == 0)
     return NULL;
 

@@ -408,8 +408,9 @@ gen_before_write (struct repl_node *node)
     return;
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *q = node->n_peers[i];
+    /* A diskless peer holds no data: it misses nothing. */
     pthread_mutex_lock (&q->pr_lock);
-    away[i] = q->pr_state != CONN_CONNECTED;
+    away[i] = !q->pr_cfg->nc_diskless && q->pr_state != CONN_CONNECTED;
     pthread_mutex_unlock (&q->pr_lock);
   }
 

@@ -127,7 +127,7 @@ struct out_msg {
   struct out_msg *om_next;
   struct iovec om_iov[3];       /* header, optional payload, optional
                                    digest (flag DIGEST) */
-  uint8_t om_digest[REPL_DIGEST_SIZE];
+  uint8_t om_digest[REPL_DIGEST_SIZE]; /* filled in by the sender */
   int om_niov;
   uint8_t om_hdr[REPL_HDR_SIZE];
   struct waiter *om_on_send;    /* completed once sent or dropped

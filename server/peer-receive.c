@@ -293,8 +293,10 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
   if (r == 0 && needs_durable (h))
     r = volume_flush (vol);
   if (forwarding) {
+    /* Only what our own disk took goes on (a failure is NACKed). */
     waiter_init (&fwd, 0);
-    forward_submit (p, h, payload, &fwd, fwd_msgs);
+    if (r == 0)
+      forward_submit (p, h, payload, &fwd, fwd_msgs);
     if (locked)
       ilock_release (&node->n_ilock, &range);
     waiter_wait (&fwd);         /* acknowledged by where it went */

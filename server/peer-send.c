@@ -130,6 +130,13 @@ peer_queue_locked (struct peer *p, struct out_msg *om)
       p->pr_qtail = &p->pr_qhead;
 
     pthread_mutex_unlock (&p->pr_lock);
+    /* The batch is ours until om_finish: digests are filled in here,
+     * so that no crc32c of a large payload runs under pr_lock. */
+    for (i = 0; i < n; i++)
+      if (batch[i]->om_niov == 3)
+        put_be32 (batch[i]->om_digest,
+                  crc32c (0, batch[i]->om_iov[1].iov_base,
+                          batch[i]->om_iov[1].iov_len));
     r = send_all (fd, iov, niov);
     pthread_mutex_lock (&p->pr_lock);
 
@@ -250,13 +257,13 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
                 (type == REPL_MSG_RESYNC_DATA && !(flags & REPL_FLAG_ZEROES))
                 ? count : type == REPL_MSG_OUT_OF_SYNC ? 8 : 0);
   if (flags & REPL_FLAG_DIGEST) {
-    /* data-integrity: crc32c: the digest follows the data. */
+    /* data-integrity: crc32c: the digest follows the data.  The sender
+     * computes it, outside pr_lock (peer_queue_locked). */
     struct repl_hdr h;
 
     wire_hdr_init (&h, type, flags, count + REPL_DIGEST_SIZE, count, seq,
                    offset);
     wire_encode_hdr (&h, om->om_hdr);
-    put_be32 (om->om_digest, crc32c (0, payload, count));
     om->om_iov[2].iov_base = om->om_digest;
     om->om_iov[2].iov_len = REPL_DIGEST_SIZE;
     om->om_niov = 3;

@@ -121,25 +121,10 @@ role_tell_state (struct peer *p)
 static void
 announce_state (struct repl_node *node)
 {
-  enum repl_role role;
-  enum repl_disk_state disk;
   size_t i;
 
-  pthread_mutex_lock (&node->n_lock);
-  role = node->n_role;
-  disk = node->n_disk;
-  pthread_mutex_unlock (&node->n_lock);
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
-    struct out_msg om;
-    uint64_t gen;
-
-    pthread_mutex_lock (&p->pr_lock);
-    gen = p->pr_gen;
-    pthread_mutex_unlock (&p->pr_lock);
-    out_msg_init (&om, REPL_MSG_STATE, 0, 0, disk, role, NULL, 0);
-    peer_send_wait (p, gen, &om);
-  }
+  for (i = 0; i < node->n_npeers; i++)
+    role_tell_state (node->n_peers[i]);
 }
 
 static int
