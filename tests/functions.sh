@@ -204,3 +204,29 @@ same_disks ()
             fail "disks of $first and $n differ"
     done
 }
+
+# wait_log NODE PATTERN [SECS]: bounded wait (default 10 s) until NODE's
+# log has a line matching the grep pattern; fails the test otherwise.
+wait_log ()
+{
+    local name=$1 pattern=$2 secs=${3:-10} i
+    for (( i=0; i<secs*10; i++ )); do
+        grep -q -- "$pattern" "$tmpdir/$name.log" && return 0
+        sleep 0.1
+    done
+    fail "node $name did not log '$pattern' within $secs s: $(tail -n 3 "$tmpdir/$name.log")"
+}
+
+# make_diskless_config SIZE: node0 and node1 store the data (new disks
+# declared in sync with create-md --in-sync), node2 is diskless.
+make_diskless_config ()
+{
+    local n
+    make_config 3 C "$1"
+    sed -i 's|disk: node2.img|disk: none|' "$CONFIG"
+    rm -f "$(disk node2)"
+    for n in node0 node1; do
+        "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null ||
+            fail "create-md --in-sync on $n failed"
+    done
+}

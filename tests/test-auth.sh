@@ -31,12 +31,7 @@ CONFIG_NODE0=$CONFIG
 CONFIG="$tmpdir/other.yaml"
 start_node node1
 CONFIG=$CONFIG_NODE0
-for (( i=0; i<100; i++ )); do
-    grep -q "authentication failed" "$tmpdir/node0.log" && break
-    sleep 0.1
-done
-grep -q "connection from 127.0.0.1:[0-9]* (node node1): authentication failed: wrong answer to our challenge" "$tmpdir/node0.log" ||
-    fail "node0 does not log the failed authentication with the peer's address: $(grep -i auth "$tmpdir/node0.log" | tail -n 2)"
+wait_log node0 "connection from 127.0.0.1:[0-9]* (node node1): authentication failed: wrong answer to our challenge"
 grep -q "authentication failed" "$tmpdir/node1.log" || fail "node1 does not log the failed authentication"
 timed 30 nbdsh -u "$(uri node0)" -c "h.pwrite(b'b' * 4096, 4096); h.flush()" ||
     fail "node0 stopped serving after a wrong secret"
@@ -48,11 +43,7 @@ stop_node node1
 CONFIG="$base"
 start_node node1
 CONFIG=$CONFIG_NODE0
-for (( i=0; i<100; i++ )); do
-    grep -q "has a secret and this node has none" "$tmpdir/node1.log" && break
-    sleep 0.1
-done
-grep -q "has a secret and this node has none" "$tmpdir/node1.log" || fail "node1 does not say it lacks the secret"
+wait_log node1 "has a secret and this node has none"
 grep -q "warning: resource r0 has no secret" "$tmpdir/node1.log" || fail "node1 did not warn that it has no secret"
 info "no secret: refused, and warned at start"
 
@@ -101,11 +92,6 @@ s.sendall(hdr(24, 32) + challenge)      # its own challenge back
 recv_exact(s, 64)                       # node1 closes
 s.close()
 PY
-for (( i=0; i<100; i++ )); do
-    grep -q "sent our own challenge back" "$tmpdir/node1.log" && break
-    sleep 0.1
-done
-grep -q "connection from 127.0.0.1:[0-9]* (node node0): authentication failed: the peer sent our own challenge back (a reflection)" "$tmpdir/node1.log" ||
-    fail "node1 did not refuse the reflected challenge: $(grep -i auth "$tmpdir/node1.log" | tail -n 2)"
+wait_log node1 "connection from 127.0.0.1:[0-9]* (node node0): authentication failed: the peer sent our own challenge back (a reflection)"
 status_json node1 >/dev/null || fail "node1 stopped answering after the fake peer"
 info "ok: reflection refused; the nodes kept serving throughout"

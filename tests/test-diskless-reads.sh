@@ -6,13 +6,8 @@
 source "$(dirname "$0")/functions.sh"
 requires jq --version
 
-make_config 3 C 32M
-sed -i 's|disk: node2.img|disk: none|' "$CONFIG"
-rm -f "$(disk node2)"
+make_diskless_config 32M
 sed -i 's/^protocol: C/&\nread-balancing: prefer-node1/' "$CONFIG"
-for n in node0 node1; do
-    "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null || fail "create-md on $n"
-done
 start_node node0
 start_node node1
 start_node node2

@@ -9,13 +9,7 @@ source "$(dirname "$0")/functions.sh"
 requires jq --version
 requires fio --version
 
-make_config 3 C 64M
-sed -i 's|disk: node2.img|disk: none|' "$CONFIG"
-rm -f "$(disk node2)"
-for n in node0 node1; do
-    "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null ||
-        fail "create-md --in-sync on $n failed"
-done
+make_diskless_config 64M
 start_node node0
 start_node node1
 start_node node2

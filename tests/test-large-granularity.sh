@@ -49,12 +49,7 @@ same_disks node0 node1
 # compare equal and stay.
 damage $(((50 << 20) + 8192))
 "$REPLCTL" -s "$(sock node1)" invalidate >/dev/null || fail "invalidate failed"
-for (( i=0; i<300; i++ )); do
-    [ "$(grep -c 'resync finished' "$tmpdir/node0.log")" -ge 2 ] && break
-    sleep 0.1
-done
-[ "$(grep -c 'resync finished' "$tmpdir/node0.log")" -ge 2 ] ||
-    fail "no second resync finished within 30 s"
+wait_log node0 "resync finished, 67108864 bytes in .*; 66060288 of them the same on both sides" 30
 wait_uptodate node0 30
 line=$(grep 'resync finished' "$tmpdir/node0.log" | tail -n1)
 info "$line"

@@ -15,12 +15,7 @@ echo "alice:$(openssl rand -hex 32)" > "$psk"
 echo "alice:$(openssl rand -hex 32)" > "$tmpdir/wrong.psk"
 chmod 600 "$psk" "$tmpdir/wrong.psk"
 
-make_config 3 C 32M
-sed -i 's|disk: node2.img|disk: none|' "$CONFIG"
-rm -f "$(disk node2)"
-for n in node0 node1; do
-    "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null || fail "create-md on $n"
-done
+make_diskless_config 32M
 
 # node0: the NBD export over TLS only.
 port0=${NBD_PORT[node0]}

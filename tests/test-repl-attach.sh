@@ -21,13 +21,7 @@ mnt="$tmpdir/mnt"
 mkdir -p "$mnt"
 
 # ---- diskless mode
-make_config 3 C 128M
-sed -i 's|disk: node2.img|disk: none|' "$CONFIG"
-rm -f "$(disk node2)"
-for n in node0 node1; do
-    "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null ||
-        fail "create-md --in-sync on $n failed"
-done
+make_diskless_config 128M
 start_node node0
 start_node node1
 

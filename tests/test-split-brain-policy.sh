@@ -76,12 +76,7 @@ timed 30 nbdsh -u "$(uri node0)" -c "h.pwrite(b'n' * 4096, 20480); h.flush()" ||
 stop_node node0
 start_node node1
 start_node node0
-for (( i=0; i<200; i++ )); do
-    grep -q "resolved by discard-younger-primary: this node discards its data" "$tmpdir/node0.log" && break
-    sleep 0.1
-done
-grep -q "resolved by discard-younger-primary: this node discards its data" "$tmpdir/node0.log" ||
-    fail "node0, the younger primary, did not discard its data: $(grep -i split "$tmpdir/node0.log" | tail -n2)"
+wait_log node0 "resolved by discard-younger-primary: this node discards its data" 20
 grep -q "resolved by discard-younger-primary: the peer discards its data" "$tmpdir/node1.log" ||
     fail "node1 does not log the resolution"
 "$REPLCTL" -s "$(sock node1)" primary || fail "replctl primary on node1 failed"
