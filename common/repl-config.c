@@ -983,7 +983,7 @@ parse_resync (struct loader *ld, const yaml_node_t *map,
 
 /* Required keys first: parse_node checks those before NODE_CONTROL. */
 enum { NODE_NAME, NODE_ID, NODE_ADDRESS, NODE_DISK, NODE_CONTROL, NODE_META,
-       NODE_NKEYS };
+       NODE_TLS_CERT, NODE_TLS_KEY, NODE_NKEYS };
 
 static const char *const node_keys[NODE_NKEYS] = {
   [NODE_NAME] = "name",
@@ -992,6 +992,8 @@ static const char *const node_keys[NODE_NKEYS] = {
   [NODE_DISK] = "disk",
   [NODE_CONTROL] = "control",
   [NODE_META] = "meta",
+  [NODE_TLS_CERT] = "tls-cert",
+  [NODE_TLS_KEY] = "tls-key",
 };
 
 /* The node's name, if it has a usable one, so that every message about
@@ -1219,6 +1221,14 @@ parse_node (struct loader *ld, struct repl_config *cfg, size_t i,
     load_oom (ld);
     return -1;
   }
+  if (vals[NODE_TLS_CERT] &&
+      get_path (ld, where, keys[NODE_TLS_CERT], vals[NODE_TLS_CERT],
+                &nc->nc_tls_cert) == -1)
+    return -1;
+  if (vals[NODE_TLS_KEY] &&
+      get_path (ld, where, keys[NODE_TLS_KEY], vals[NODE_TLS_KEY],
+                &nc->nc_tls_key) == -1)
+    return -1;
   /* Better now than as a bind() failure on one node at start-up. */
   if (strlen (nc->nc_control) > CONTROL_PATH_MAX) {
     load_error (ld, vals[NODE_CONTROL] ? node_line (vals[NODE_CONTROL]) : nc->nc_line,
@@ -1361,8 +1371,8 @@ get_sb_policy (struct loader *ld, const yaml_node_t *key,
 enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_QUORUM,
        TOP_ON_NO_QUORUM, TOP_AFTER_SB_0PRI, TOP_AFTER_SB_1PRI, TOP_NET,
        TOP_METADATA, TOP_RESYNC, TOP_HANDLERS, TOP_READ_BALANCING,
-       TOP_SECRET, TOP_SECRET_FILE, TOP_DATA_INTEGRITY, TOP_NODES,
-       TOP_NKEYS };
+       TOP_SECRET, TOP_SECRET_FILE, TOP_DATA_INTEGRITY, TOP_TLS, TOP_TLS_CA,
+       TOP_TLS_CERT, TOP_TLS_KEY, TOP_NODES, TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
@@ -1380,6 +1390,10 @@ static const char *const top_keys[TOP_NKEYS] = {
   [TOP_SECRET] = "secret",
   [TOP_SECRET_FILE] = "secret-file",
   [TOP_DATA_INTEGRITY] = "data-integrity",
+  [TOP_TLS] = "tls",
+  [TOP_TLS_CA] = "tls-ca",
+  [TOP_TLS_CERT] = "tls-cert",
+  [TOP_TLS_KEY] = "tls-key",
   [TOP_NODES] = "nodes",
 };
 
@@ -1442,6 +1456,102 @@ read_secret_file (struct loader *ld, const yaml_node_t *key,
   cfg->cf_secret_len = n;
   explicit_bzero (buf, sizeof buf);
   return 0;
+}
+
+/* tls, tls-ca, tls-cert, tls-key (the nodes' own tls-cert and tls-key
+ * are already parsed).  With tls-ca: certificates, and every node needs
+ * a certificate and a key, its own or the file-wide one.  Without: a
+ * pre-shared key derived from the secret, so a secret is needed. */
+static int
+parse_tls (struct loader *ld, yaml_node_t *const *keys,
+           yaml_node_t *const *vals, struct repl_config *cfg)
+{
+  static const int path_keys[] = { TOP_TLS_CA, TOP_TLS_CERT, TOP_TLS_KEY };
+  char *cert = NULL, *key = NULL;
+  size_t i;
+  int r = -1;
+
+  if (vals[TOP_TLS] &&
+      get_bool (ld, "", keys[TOP_TLS], vals[TOP_TLS], &cfg->cf_tls) == -1)
+    return -1;
+  for (i = 0; i < sizeof path_keys / sizeof path_keys[0]; i++) {
+    int k = path_keys[i];
+    if (vals[k] && !cfg->cf_tls) {
+      load_error (ld, node_line (vals[k]), "%s: given, but tls is not true",
+                  top_keys[k]);
+      return -1;
+    }
+  }
+  for (i = 0; i < cfg->cf_nnodes; i++) {
+    const struct repl_node_cfg *nc = &cfg->cf_nodes[i];
+    if ((nc->nc_tls_cert || nc->nc_tls_key) && !cfg->cf_tls) {
+      load_error (ld, nc->nc_line, "nodes[%zu] (%s): tls-cert/tls-key: "
+                  "given, but tls is not true", i, nc->nc_name);
+      return -1;
+    }
+  }
+  if (!cfg->cf_tls)
+    return 0;
+
+  if (vals[TOP_TLS_CA] == NULL) {
+    if (vals[TOP_TLS_CERT] || vals[TOP_TLS_KEY]) {
+      load_error (ld, node_line (vals[TOP_TLS_CERT] ? vals[TOP_TLS_CERT]
+                                 : vals[TOP_TLS_KEY]),
+                  "tls-cert/tls-key: certificates need tls-ca too");
+      return -1;
+    }
+    for (i = 0; i < cfg->cf_nnodes; i++) {
+      const struct repl_node_cfg *nc = &cfg->cf_nodes[i];
+      if (nc->nc_tls_cert || nc->nc_tls_key) {
+        load_error (ld, nc->nc_line, "nodes[%zu] (%s): tls-cert/tls-key: "
+                    "certificates need tls-ca too", i, nc->nc_name);
+        return -1;
+      }
+    }
+    if (cfg->cf_secret_len == 0) {
+      load_error (ld, node_line (vals[TOP_TLS]), "tls: true needs either "
+                  "tls-ca with certificates (tls-cert, tls-key) or a secret "
+                  "(secret or secret-file) to derive a pre-shared key from");
+      return -1;
+    }
+    return 0;                   /* TLS with a pre-shared key */
+  }
+
+  if (get_path (ld, "", keys[TOP_TLS_CA], vals[TOP_TLS_CA],
+                &cfg->cf_tls_ca) == -1)
+    return -1;
+  if (vals[TOP_TLS_CERT] &&
+      get_path (ld, "", keys[TOP_TLS_CERT], vals[TOP_TLS_CERT], &cert) == -1)
+    goto out;
+  if (vals[TOP_TLS_KEY] &&
+      get_path (ld, "", keys[TOP_TLS_KEY], vals[TOP_TLS_KEY], &key) == -1)
+    goto out;
+  for (i = 0; i < cfg->cf_nnodes; i++) {
+    struct repl_node_cfg *nc = &cfg->cf_nodes[i];
+    if (nc->nc_tls_cert == NULL && cert != NULL &&
+        (nc->nc_tls_cert = strdup (cert)) == NULL) {
+      load_oom (ld);
+      goto out;
+    }
+    if (nc->nc_tls_key == NULL && key != NULL &&
+        (nc->nc_tls_key = strdup (key)) == NULL) {
+      load_oom (ld);
+      goto out;
+    }
+    if (nc->nc_tls_cert == NULL || nc->nc_tls_key == NULL) {
+      load_error (ld, nc->nc_line, "nodes[%zu] (%s): no %s: with tls-ca, "
+                  "every node needs tls-cert and tls-key (its own, or "
+                  "tls-cert and tls-key at the top of the file)", i,
+                  nc->nc_name, nc->nc_tls_cert == NULL ? "tls-cert"
+                  : "tls-key");
+      goto out;
+    }
+  }
+  r = 0;
+ out:
+  free (cert);
+  free (key);
+  return r;
 }
 
 /* Diskless nodes: at least one storage node, and (for now) at most two
@@ -1594,6 +1704,8 @@ parse_top (struct loader *ld, struct repl_config *cfg)
     return -1;
   if (check_diskless (ld, cfg, root) == -1)
     return -1;
+  if (parse_tls (ld, keys, vals, cfg) == -1)
+    return -1;
   if (vals[TOP_READ_BALANCING]) {
     const struct repl_node_cfg *nc;
 
@@ -1730,7 +1842,10 @@ config_free (struct repl_config *cfg)
     free (cfg->cf_nodes[i].nc_disk);
     free (cfg->cf_nodes[i].nc_control);
     free (cfg->cf_nodes[i].nc_meta);
+    free (cfg->cf_nodes[i].nc_tls_cert);
+    free (cfg->cf_nodes[i].nc_tls_key);
   }
+  free (cfg->cf_tls_ca);
   for (i = 0; i < REPL_HANDLER_NKEYS; i++)
     free (cfg->cf_handlers[i]);
   memset (cfg, 0, sizeof *cfg);

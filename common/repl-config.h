@@ -39,6 +39,16 @@
  *       disk: /dev/vg/r0         # backing file or block device
  *       meta: internal           # PATH | internal; default DISK.meta
  *       control: /run/nbdrepl/r0-alpha.sock   # optional
+ *       tls-cert: alpha.crt      # with tls-ca: this node's certificate,
+ *       tls-key: alpha.key       #   which must name it (CN or DNS SAN)
+ *   secret: ...                  # or secret-file: PATH (peer-auth.c)
+ *   data-integrity: crc32c       # crc32c | none (default none)
+ *   tls: true                    # TLS 1.3 between the nodes (default
+ *                                #   false); a pre-shared key derived
+ *                                #   from the secret, or with
+ *   tls-ca: ca.crt               #   the CA that signed every node's
+ *   tls-cert: node.crt           #   certificate; these two are the
+ *   tls-key: node.key            #   default for nodes without their own
  *
  * Sizes and rates are whole numbers of bytes with an optional suffix K,
  * M, G or T (powers of 1024; either case; "KiB" etc. too): 4096, 4K,
@@ -130,6 +140,8 @@ struct repl_node_cfg {
    * different machines). */
   char *nc_meta;
   bool nc_meta_internal;
+  char *nc_tls_cert;            /* absolute paths, with tls-ca; else NULL */
+  char *nc_tls_key;
   bool nc_meta_default;
   int nc_line;                  /* line of the "- name:" entry, for messages */
 };
@@ -146,6 +158,12 @@ struct repl_config {
   uint8_t cf_secret[REPL_SECRET_MAX];
   size_t cf_secret_len;
   bool cf_secret_file_open;     /* the secret file is readable by others */
+  /* tls: true: TLS 1.3 on every replication connection (peer-tls.c).
+   * With cf_tls_ca, certificates (then every node has nc_tls_cert and
+   * nc_tls_key); without, a pre-shared key derived from the secret
+   * (then cf_secret_len > 0). */
+  bool cf_tls;
+  char *cf_tls_ca;              /* absolute path, or NULL */
   enum repl_read_balancing cf_read_balancing;
   unsigned cf_read_prefer_id;   /* REPL_READ_PREFER: that node's id */
   bool cf_al_updates;           /* metadata: al-updates (DRBD's): false

@@ -11,6 +11,8 @@
 #include <inttypes.h>
 #include <sys/uio.h>
 
+#include <openssl/types.h>
+
 #include "activity-log.h"
 #include "bitmap.h"
 #include "metadata.h"
@@ -165,6 +167,7 @@ struct peer {
   int pr_fd;
   int pr_incoming_fd;           /* handed over by the listener, or -1 */
   struct repl_hello pr_incoming_hello;
+  char pr_incoming_from[64];    /* its address, for log lines */
   bool pr_stopping;
 
   /* Send queue (flat combining: whoever finds no sender sends for all). */
@@ -286,17 +289,32 @@ extern void peer_fail (struct peer *p, uint64_t gen, const char *fmt, ...)
 extern void peer_fail_locked (struct peer *p, uint64_t gen,
                               const char *fmt, ...)
   __attribute__ ((format (printf, 3, 4)));
-extern void peer_hand_over (struct peer *p, int fd,
+extern void peer_hand_over (struct peer *p, int fd, const char *from,
                             const struct repl_hello *hello);
 extern const char *conn_state_name (enum conn_state state);
 extern int peer_check_hello (struct peer *p, const struct repl_hello *h,
                              bool decide, char *err, size_t errlen);
 extern int peer_send_hello (struct peer *p, int fd);
-extern void peer_refuse (struct peer *p, const char *from, const char *why);
+extern void peer_refuse (struct peer *p, const char *addr, bool incoming,
+                         const char *why);
 
 /* peer-auth.c */
-extern int peer_authenticate (struct peer *p, int fd,
-                              const struct repl_hello *h);
+extern int peer_authenticate (struct peer *p, int fd, const char *addr,
+                              bool incoming, const struct repl_hello *h);
+
+/* peer-tls.c */
+extern int peer_tls_init (struct repl_node *node);
+extern void peer_tls_fini (struct repl_node *node);
+extern int peer_tls_connect (struct peer *p, int fd, char *err,
+                             size_t errlen);
+extern int peer_tls_accept (struct repl_node *node, int fd, const char *from,
+                            uint64_t deadline, X509 **cert, char *err,
+                            size_t errlen);
+extern int peer_tls_check_name (struct repl_node *node, X509 *cert,
+                                const char *node_name, char *err,
+                                size_t errlen);
+extern const char *peer_tls_plain_mismatch (struct repl_node *node,
+                                            const uint8_t *hdr);
 
 /* A writer's message to one peer, whose answer it waits for: filled in
  * by peer_submit (pt_seq stays 0 if nothing was queued or nothing needs
@@ -409,6 +427,9 @@ struct repl_node {
   int n_listen_fd;
   int n_control_fd;
   int n_stop_fd;                /* eventfd: readable once stopping */
+  SSL_CTX *n_tls_client;        /* tls: true (peer-tls.c); else NULL */
+  SSL_CTX *n_tls_server;
+  unsigned n_tls_relays;        /* relay threads running; n_lock */
   bool n_started;
   pthread_t n_listener, n_ticker, n_control;
 

@@ -11,10 +11,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
+
+#include <openssl/x509.h>
 
 #include "internal.h"
 #include "log.h"
@@ -57,18 +60,53 @@ read_hello_bytes (struct repl_node *node, int fd, void *buf, size_t len,
   return sock_read_full_until (fd, buf, len, left_ms, node->n_stop_fd);
 }
 
+/* Log why a connection from this address was refused.  A peer
+ * retries every few seconds, so the same refusal from the same host is
+ * logged once a minute, with how often it was repeated meanwhile. */
+#define REPEAT_NS (60 * UINT64_C (1000000000))
+
+static void __attribute__ ((format (printf, 2, 3)))
+refuse_log (const char *from, const char *fmt, ...)
+{
+  static char last[600];        /* the listener is one thread */
+  static uint64_t last_ns;
+  static unsigned repeats;
+  char msg[512], key[600], host[INET6_ADDRSTRLEN + 8];
+  const char *colon = strrchr (from, ':');
+  uint64_t now = now_ns ();
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (msg, sizeof msg, fmt, ap);
+  va_end (ap);
+  snprintf (host, sizeof host, "%.*s",
+            colon ? (int) (colon - from) : (int) strlen (from), from);
+  snprintf (key, sizeof key, "%s %s", host, msg);
+  if (strcmp (key, last) == 0 && now - last_ns < REPEAT_NS) {
+    repeats++;
+    return;
+  }
+  if (repeats > 0 && strncmp (last, host, strlen (host)) == 0)
+    log_error ("connection from %s: the refusal before was repeated %u "
+               "times", host, repeats);
+  log_error ("connection from %s: %s", from, msg);
+  snprintf (last, sizeof last, "%s", key);
+  last_ns = now;
+  repeats = 0;
+}
+
 static void
 log_hello_error (const char *from)
 {
   if (errno == ECONNRESET)
-    log_error ("connection from %s: closed before a complete hello", from);
+    refuse_log (from, "closed before a complete hello");
   else if (errno == ECANCELED)
     ;                           /* stopping: not worth a line */
   else if (errno == ETIMEDOUT)
-    log_error ("connection from %s: no hello within %d s", from,
+    refuse_log (from, "no hello within %d s",
                HELLO_TIMEOUT_MS / 1000);
   else
-    log_error ("connection from %s: reading hello: %m", from);
+    refuse_log (from, "reading hello: %m");
 }
 
 static void
@@ -79,19 +117,35 @@ handle (struct repl_node *node, int fd, const char *from)
   struct repl_hdr h;
   struct peer *p;
   char err[512];
+  const char *why;
   uint64_t deadline = now_ns () + HELLO_TIMEOUT_MS * UINT64_C (1000000);
+  X509 *cert = NULL;
 
-  if (sock_tune (fd) == -1 ||
-      read_hello_bytes (node, fd, hbuf, sizeof hbuf, deadline) == -1) {
+  if (sock_tune (fd) == -1) {
+    refuse_log (from, "%m");
+    goto refuse;
+  }
+  if (node->n_cfg.cf_tls &&
+      (fd = peer_tls_accept (node, fd, from, deadline, &cert, err,
+                             sizeof err)) == -1) {
+    if (errno != ECANCELED)
+      refuse_log (from, "%s", err);
+    return;
+  }
+  if (read_hello_bytes (node, fd, hbuf, sizeof hbuf, deadline) == -1) {
     log_hello_error (from);
     goto refuse;
   }
+  if ((why = peer_tls_plain_mismatch (node, hbuf)) != NULL) {
+    refuse_log (from, "bad hello: %s", why);
+    goto refuse;
+  }
   if (wire_decode_hdr (hbuf, &h, err, sizeof err) == -1) {
-    log_error ("connection from %s: bad hello: %s", from, err);
+    refuse_log (from, "bad hello: %s", err);
     goto refuse;
   }
   if (h.type != REPL_MSG_HELLO) {
-    log_error ("connection from %s: expected HELLO, got %s", from,
+    refuse_log (from, "expected HELLO, got %s",
                wire_type_name (h.type));
     goto refuse;
   }
@@ -100,35 +154,41 @@ handle (struct repl_node *node, int fd, const char *from)
     goto refuse;
   }
   if (wire_decode_hello (pbuf, sizeof pbuf, &hello, err, sizeof err) == -1) {
-    log_error ("connection from %s: bad hello: %s", from, err);
+    refuse_log (from, "bad hello: %s", err);
     goto refuse;
   }
   p = node_find_peer (node, hello.node_id);
   if (p == NULL) {
-    log_error ("connection from %s: node id %" PRIu32 " is not a peer of "
-               "node %s in resource %s", from, hello.node_id,
-               node->n_self->nc_name, node->n_cfg.cf_resource);
+    refuse_log (from, "node id %" PRIu32 " is not a peer of node %s in "
+                "resource %s", hello.node_id, node->n_self->nc_name,
+                node->n_cfg.cf_resource);
     goto refuse;
   }
   /* Check everything before the hand-over, which replaces any existing
    * connection with this peer: a bad hello must not cost a good link. */
+  if (peer_tls_check_name (node, cert, p->pr_cfg->nc_name, err,
+                           sizeof err) == -1) {
+    peer_refuse (p, from, true, err);
+    goto refuse;
+  }
   if (peer_check_hello (p, &hello, false, err, sizeof err) == -1) {
-    peer_refuse (p, from, err);
+    peer_refuse (p, from, true, err);
     /* Our hello lets the other side log the reason too. */
     peer_send_hello (p, fd);
     goto refuse;
   }
   if (p->pr_dials) {
-    log_error ("connection from %s: node %s (id %" PRIu32 ") dialled us, "
-               "but the node with the lower id dials; do both nodes use the "
-               "same configuration?", from, p->pr_cfg->nc_name,
-               hello.node_id);
+    refuse_log (from, "node %s (id %" PRIu32 ") dialled us, but the node "
+                "with the lower id dials; do both nodes use the same "
+                "configuration?", p->pr_cfg->nc_name, hello.node_id);
     goto refuse;
   }
-  peer_hand_over (p, fd, &hello);
+  X509_free (cert);
+  peer_hand_over (p, fd, from, &hello);
   return;
 
  refuse:
+  X509_free (cert);
   close (fd);
 }
 

@@ -188,6 +188,8 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     goto err;
   }
   node->n_self = self;
+  if (peer_tls_init (node) == -1)
+    goto err;
   node->n_role = primary ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
   if (primary)
     node->n_primary_id = self->nc_id;
@@ -332,6 +334,7 @@ engine_destroy (struct repl_node *node)
   meta_close (node);
   for (i = 0; i < node->n_npeers; i++)
     peer_free (node->n_peers[i]);
+  peer_tls_fini (node);         /* after every peer socket is closed */
   if (node->n_listen_fd >= 0)
     close (node->n_listen_fd);
   if (node->n_control_fd >= 0) {

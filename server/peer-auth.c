@@ -21,9 +21,6 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -33,30 +30,6 @@
 #include "internal.h"
 #include "log.h"
 #include "sockets.h"
-
-/* The peer's address, for log lines. */
-static void
-peer_address (int fd, char *buf, size_t len)
-{
-  struct sockaddr_storage ss;
-  socklen_t sl = sizeof ss;
-  char host[INET6_ADDRSTRLEN] = "?";
-  unsigned port = 0;
-
-  if (getpeername (fd, (struct sockaddr *) &ss, &sl) == 0) {
-    if (ss.ss_family == AF_INET) {
-      struct sockaddr_in *in = (struct sockaddr_in *) &ss;
-      inet_ntop (AF_INET, &in->sin_addr, host, sizeof host);
-      port = ntohs (in->sin_port);
-    }
-    else if (ss.ss_family == AF_INET6) {
-      struct sockaddr_in6 *in6 = (struct sockaddr_in6 *) &ss;
-      inet_ntop (AF_INET6, &in6->sin6_addr, host, sizeof host);
-      port = ntohs (in6->sin6_port);
-    }
-  }
-  snprintf (buf, len, "%s:%u", host, port);
-}
 
 static int
 mac (const struct repl_config *cf, const uint8_t challenge[REPL_AUTH_SIZE],
@@ -118,11 +91,13 @@ read_msg (int fd, enum repl_msg_type type, uint8_t *payload,
   return 0;
 }
 
-/* Authenticate the connection fd to p, whose HELLO was h.  Returns 0,
+/* Authenticate the connection fd to p, whose HELLO was h; addr is its
+ * address (incoming: it dialled us), for log lines.  Returns 0,
  * or -1 with the reason logged (once per reason, as the peer's other
  * errors are) and in p's last error. */
 int
-peer_authenticate (struct peer *p, int fd, const struct repl_hello *h)
+peer_authenticate (struct peer *p, int fd, const char *addr, bool incoming,
+                   const struct repl_hello *h)
 {
   const struct repl_config *cf = &p->pr_node->n_cfg;
   unsigned timeout = cf->cf_ping_timeout_ms;
@@ -130,13 +105,12 @@ peer_authenticate (struct peer *p, int fd, const struct repl_hello *h)
   uint8_t answer[REPL_AUTH_SIZE], expect[REPL_AUTH_SIZE];
   bool we = cf->cf_secret_len > 0;
   bool they = (h->features & REPL_FEATURE_AUTH) != 0;
-  char err[300], addr[64];
+  char err[300];
 
   if (!we && !they)
     return 0;
-  peer_address (fd, addr, sizeof addr);
   if (we != they) {
-    peer_refuse (p, addr, we ? "authentication failed: the peer has no "
+    peer_refuse (p, addr, incoming, we ? "authentication failed: the peer has no "
                  "secret (set the same secret on every node)"
                  : "authentication failed: the peer has a secret and this "
                  "node has none (set the same secret on every node)");
@@ -144,41 +118,41 @@ peer_authenticate (struct peer *p, int fd, const struct repl_hello *h)
   }
   if (getrandom (ours, sizeof ours, 0) != sizeof ours) {
     snprintf (err, sizeof err, "getrandom: %m");
-    peer_refuse (p, addr, err);
+    peer_refuse (p, addr, incoming, err);
     return -1;
   }
   if (send_msg (fd, REPL_MSG_AUTH_CHALLENGE, ours, timeout) == -1) {
     snprintf (err, sizeof err, "sending AUTH_CHALLENGE: %m");
-    peer_refuse (p, addr, err);
+    peer_refuse (p, addr, incoming, err);
     return -1;
   }
   if (read_msg (fd, REPL_MSG_AUTH_CHALLENGE, theirs, timeout, err,
                 sizeof err) == -1) {
-    peer_refuse (p, addr, err);
+    peer_refuse (p, addr, incoming, err);
     return -1;
   }
   if (CRYPTO_memcmp (ours, theirs, sizeof ours) == 0) {
-    peer_refuse (p, addr, "authentication failed: the peer sent our own "
+    peer_refuse (p, addr, incoming, "authentication failed: the peer sent our own "
                  "challenge back (a reflection)");
     return -1;
   }
   if (mac (cf, theirs, p->pr_node->n_self->nc_id, answer) == -1 ||
       mac (cf, ours, p->pr_cfg->nc_id, expect) == -1) {
-    peer_refuse (p, addr, "HMAC failed");
+    peer_refuse (p, addr, incoming, "HMAC failed");
     return -1;
   }
   if (send_msg (fd, REPL_MSG_AUTH_RESPONSE, answer, timeout) == -1) {
     snprintf (err, sizeof err, "sending AUTH_RESPONSE: %m");
-    peer_refuse (p, addr, err);
+    peer_refuse (p, addr, incoming, err);
     return -1;
   }
   if (read_msg (fd, REPL_MSG_AUTH_RESPONSE, theirs, timeout, err,
                 sizeof err) == -1) {
-    peer_refuse (p, addr, err);
+    peer_refuse (p, addr, incoming, err);
     return -1;
   }
   if (CRYPTO_memcmp (theirs, expect, sizeof expect) != 0) {
-    peer_refuse (p, addr, "authentication failed: wrong answer to our "
+    peer_refuse (p, addr, incoming, "authentication failed: wrong answer to our "
                  "challenge (a different secret?)");
     return -1;
   }

@@ -642,7 +642,8 @@ rx_new (struct peer *p, uint64_t gen, int fd)
   }
   rx->rx_fd = fd;
   /* Without a pipe, large payloads are received into rx_buf like the
-   * rest. */
+   * rest.  (With TLS the socket is the relay's unix socket pair, which
+   * splices as well.) */
   if (pipe2 (rx->rx_pipe, O_CLOEXEC) == 0) {
     int size = fcntl (rx->rx_pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
     if (size == -1)

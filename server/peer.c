@@ -168,12 +168,12 @@ peer_fail (struct peer *p, uint64_t gen, const char *fmt, ...)
  * once until the reason changes (the peer retries every few seconds),
  * and in status. */
 void
-peer_refuse (struct peer *p, const char *from, const char *why)
+peer_refuse (struct peer *p, const char *addr, bool incoming, const char *why)
 {
   pthread_mutex_lock (&p->pr_lock);
   if (strcmp (why, p->pr_last_error) != 0) {
-    log_error ("connection from %s (node %s): %s", from, p->pr_cfg->nc_name,
-               why);
+    log_error ("connection %s %s (node %s): %s", incoming ? "from" : "to",
+               addr, p->pr_cfg->nc_name, why);
     snprintf (p->pr_last_error, sizeof p->pr_last_error, "%s", why);
   }
   pthread_mutex_unlock (&p->pr_lock);
@@ -181,13 +181,15 @@ peer_refuse (struct peer *p, const char *from, const char *why)
 
 /* The listener accepted a connection from this peer and read its hello. */
 void
-peer_hand_over (struct peer *p, int fd, const struct repl_hello *hello)
+peer_hand_over (struct peer *p, int fd, const char *from,
+                const struct repl_hello *hello)
 {
   pthread_mutex_lock (&p->pr_lock);
   if (p->pr_incoming_fd >= 0)
     close (p->pr_incoming_fd);
   p->pr_incoming_fd = fd;
   p->pr_incoming_hello = *hello;
+  snprintf (p->pr_incoming_from, sizeof p->pr_incoming_from, "%s", from);
   /* A peer only dials again after losing the old connection, perhaps by
    * restarting, before we noticed: the new connection wins. */
   peer_fail_locked (p, p->pr_gen, "peer connected again; replacing the old connection");
@@ -293,6 +295,10 @@ read_hello (struct peer *p, int fd, struct repl_hello *hello)
     set_error (p, "reading hello: %m");
     return -1;
   }
+  if (peer_tls_plain_mismatch (p->pr_node, hbuf)) {
+    set_error (p, "bad hello: %s", peer_tls_plain_mismatch (p->pr_node, hbuf));
+    return -1;
+  }
   if (wire_decode_hdr (hbuf, &h, err, sizeof err) == -1) {
     set_error (p, "bad hello: %s", err);
     return -1;
@@ -385,6 +391,7 @@ establish (struct peer *p, struct repl_hello *hello)
 
   for (;;) {
     int fd = -1;
+    char from[sizeof p->pr_incoming_from], err[512];
 
     pthread_mutex_lock (&p->pr_lock);
     if (!p->pr_dials) {
@@ -398,6 +405,7 @@ establish (struct peer *p, struct repl_hello *hello)
     if (p->pr_incoming_fd >= 0) {   /* the peer dialled us */
       fd = p->pr_incoming_fd;
       *hello = p->pr_incoming_hello;
+      memcpy (from, p->pr_incoming_from, sizeof from);
       p->pr_incoming_fd = -1;
     }
     pthread_mutex_unlock (&p->pr_lock);
@@ -407,13 +415,16 @@ establish (struct peer *p, struct repl_hello *hello)
                              p->pr_node->n_cfg.cf_ping_timeout_ms);
       if (fd == -1)
         set_error (p, "connect to %s: %m", c->nc_address);
+      else if (p->pr_node->n_cfg.cf_tls &&
+               (fd = peer_tls_connect (p, fd, err, sizeof err)) == -1)
+        set_error (p, "connect to %s: %s", c->nc_address, err);
       else if (peer_send_hello (p, fd) == -1) {
         set_error (p, "sending hello: %m");
         close (fd);
         fd = -1;
       }
       else if (read_hello (p, fd, hello) == -1 ||
-               peer_authenticate (p, fd, hello) == -1 ||
+               peer_authenticate (p, fd, c->nc_address, false, hello) == -1 ||
                check_hello (p, hello) == -1) {
         close (fd);
         fd = -1;
@@ -425,7 +436,7 @@ establish (struct peer *p, struct repl_hello *hello)
         close (fd);
         fd = -1;
       }
-      else if (peer_authenticate (p, fd, hello) == -1 ||
+      else if (peer_authenticate (p, fd, from, true, hello) == -1 ||
                check_hello (p, hello) == -1) {
         close (fd);
         fd = -1;

@@ -31,7 +31,8 @@ CONFIG_NODE0=$CONFIG
 CONFIG="$tmpdir/other.yaml"
 start_node node1
 CONFIG=$CONFIG_NODE0
-wait_log node0 "connection from 127.0.0.1:[0-9]* (node node1): authentication failed: wrong answer to our challenge"
+wait_log node0 "connection to 127.0.0.1:[0-9]* (node node1): authentication failed: wrong answer to our challenge"
+wait_log node1 "connection from 127.0.0.1:[0-9]* (node node0): authentication failed: wrong answer to our challenge"
 grep -q "authentication failed" "$tmpdir/node1.log" || fail "node1 does not log the failed authentication"
 timed 30 nbdsh -u "$(uri node0)" -c "h.pwrite(b'b' * 4096, 4096); h.flush()" ||
     fail "node0 stopped serving after a wrong secret"

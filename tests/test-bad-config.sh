@@ -120,6 +120,20 @@ bad secret-file-missing "$c" node0 "secret-file: " "no-such-secret: No such file
 write_config "$c" 's/^protocol: C/&\ndata-integrity: md5/'
 bad data-integrity-unknown "$c" node0 "data-integrity: 'md5' is not crc32c or none"
 
+# tls.
+write_config "$c" 's/^protocol: C/&\ntls: true/'
+bad tls-without-secret-or-ca "$c" node0 "tls: true needs either tls-ca with certificates (tls-cert, tls-key) or a secret"
+write_config "$c" 's/^protocol: C/&\ntls: yes please/'
+bad tls-not-bool "$c" node0 "tls: "
+write_config "$c" 's/^protocol: C/&\ntls-ca: ca.crt/'
+bad tls-ca-without-tls "$c" node0 "tls-ca: given, but tls is not true"
+write_config "$c" 's/^protocol: C/&\nsecret: long enough secret\ntls: true\ntls-cert: n.crt\ntls-key: n.key/'
+bad tls-cert-without-ca "$c" node0 "tls-cert/tls-key: certificates need tls-ca too"
+write_config "$c" 's/^protocol: C/&\ntls: true\ntls-ca: ca.crt/'
+bad tls-ca-node-without-cert "$c" node0 "nodes[0] (node0): no tls-cert: with tls-ca, every node needs tls-cert and tls-key"
+write_config "$c" 's/^protocol: C/&\ntls: true\ntls-ca: no-such-ca.crt\ntls-cert: no-such.crt\ntls-key: no-such.key/'
+bad tls-cert-missing "$c" node0 "tls-cert " "no-such.crt: "
+
 # Diskless nodes (disk: none).
 write_config "$c" 's/disk: node[01].img/disk: none/'
 bad all-diskless "$c" node0 "every node is diskless (disk: none)"
