@@ -264,7 +264,7 @@ stop_tgtd ()
                  sed -n 's/^Target \([0-9]*\):.*/\1/p'); do
         tgtadm -C "$TGT_CONTROL" --op delete --mode target --tid "$tid" --force || true
     done
-    tgtadm -C "$TGT_CONTROL" --op delete --mode system || true
+    tgtadm -C "$TGT_CONTROL" --op delete --mode system 2>/dev/null || true
     for (( i=0; i<50; i++ )); do
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
