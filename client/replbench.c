@@ -402,7 +402,8 @@ report (struct opts *o, struct job *jobs, uint64_t nblocks,
   for (i = 0, k = 0; i < o->jobs; i++) {
     struct job *j = &jobs[i];
 
-    memcpy (lat + k, j->jb_lat_ns, j->jb_nlat * sizeof *lat);
+    if (j->jb_nlat)             /* none with --verify-only: NULL */
+      memcpy (lat + k, j->jb_lat_ns, j->jb_nlat * sizeof *lat);
     k += j->jb_nlat;
     reads += j->jb_reads;
     writes += j->jb_writes;
