@@ -230,3 +230,66 @@ make_diskless_config ()
             fail "create-md --in-sync on $n failed"
     done
 }
+
+# start_tgtd: a private tgt iSCSI target daemon on 127.0.0.1 (port
+# TGT_PORT, management socket /var/run/tgtd/socket.$TGT_CONTROL), so
+# that it neither collides with a system tgtd (control port 0, port
+# 3260) nor with another test.  Waits (bounded) until it answers.
+start_tgtd ()
+{
+    local i
+    TGT_PORT=$(free_port)
+    TGT_CONTROL=$(free_port)
+    tgtd -f -C "$TGT_CONTROL" --iscsi "portal=127.0.0.1:$TGT_PORT" \
+        >>"$tmpdir/tgtd.log" 2>&1 &
+    PID[tgtd]=$!
+    cleanup_fn "stop_tgtd"
+    for (( i=0; i<100; i++ )); do
+        tgtadm -C "$TGT_CONTROL" --op show --mode target >/dev/null 2>&1 &&
+            return 0
+        kill -0 "${PID[tgtd]}" 2>/dev/null ||
+            fail "tgtd exited during start: $(tail -n 5 "$tmpdir/tgtd.log")"
+        sleep 0.1
+    done
+    fail "tgtd: no answer on control port $TGT_CONTROL within 10 s"
+}
+
+# stop_tgtd: tgtd ignores SIGTERM; it exits on "delete --mode system"
+# once it has no targets.  SIGKILL if it has not gone within 5 s.
+stop_tgtd ()
+{
+    local pid=${PID[tgtd]:-} tid i
+    [ -n "$pid" ] || return 0
+    for tid in $(tgtadm -C "$TGT_CONTROL" --op show --mode target 2>/dev/null |
+                 sed -n 's/^Target \([0-9]*\):.*/\1/p'); do
+        tgtadm -C "$TGT_CONTROL" --op delete --mode target --tid "$tid" --force || true
+    done
+    tgtadm -C "$TGT_CONTROL" --op delete --mode system 2>/dev/null || true
+    for (( i=0; i<50; i++ )); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    PID[tgtd]=
+    rm -f "/var/run/tgtd/socket.$TGT_CONTROL" "/var/run/tgtd/socket.$TGT_CONTROL.lock"
+}
+
+# tgt_export TID FILE: export FILE as LUN 1 of target TID (open to any
+# initiator: tgtd listens on loopback only) and print its iscsi:// URI.
+tgt_export ()
+{
+    local tid=$1 file=$2 iqn="iqn.2026-01.org.nbdrepl:$test_name-$1"
+    tgtadm -C "$TGT_CONTROL" --lld iscsi --op new --mode target --tid "$tid" -T "$iqn" &&
+    tgtadm -C "$TGT_CONTROL" --lld iscsi --op new --mode logicalunit --tid "$tid" --lun 1 -b "$file" &&
+    tgtadm -C "$TGT_CONTROL" --lld iscsi --op bind --mode target --tid "$tid" -I ALL ||
+        fail "tgtadm: could not export $file as target $tid"
+    echo "iscsi://127.0.0.1:$TGT_PORT/$iqn/1"
+}
+
+# tgt_unexport TID: take target TID away again (its file is closed).
+tgt_unexport ()
+{
+    tgtadm -C "$TGT_CONTROL" --lld iscsi --op delete --mode target --tid "$1" --force ||
+        fail "tgtadm: could not delete target $1"
+}
