@@ -181,8 +181,9 @@ handshake (struct repl_node *node, SSL *ssl, bool server, uint64_t deadline,
   }
 }
 
-/* Returns -1 and sets *stop on a fatal error, else the bytes moved;
- * *want_net gets POLLIN/POLLOUT when OpenSSL waits for the socket. */
+/* Encrypt and send what rl_out holds.  Returns the bytes moved; sets
+ * *failed on a fatal error; *want_net gets POLLIN/POLLOUT when OpenSSL
+ * waits for the socket. */
 static ssize_t
 relay_ssl_write (struct relay *rl, short *want_net, bool *failed)
 {
@@ -255,6 +256,9 @@ relay_thread (void *arg)
   struct relay *rl = arg;
   struct repl_node *node = rl->rl_node;
   bool app_eof = false, net_eof = false, failed = false;
+  bool app_hup = false;         /* the peer code shut its end: whatever
+                                   it wrote before is still passed on */
+  bool app_gone = false;        /* nothing can be delivered to it */
   uint64_t drain_deadline = 0;
 
   for (;;) {
@@ -284,7 +288,7 @@ relay_thread (void *arg)
     /* net -> app */
     if (rl->rl_in_off == rl->rl_in_len)
       rl->rl_in_off = rl->rl_in_len = 0;
-    if (!net_eof && !failed && rl->rl_in_len < RELAY_BUF) {
+    if (!net_eof && !failed && !app_gone && rl->rl_in_len < RELAY_BUF) {
       ERR_clear_error ();
       errno = 0;
       moved += relay_ssl_read (rl, &want_net, &net_eof, &failed);
@@ -300,15 +304,18 @@ relay_thread (void *arg)
       }
       else if (errno == EAGAIN || errno == EINTR)
         want_app |= POLLOUT;
-      else                      /* the peer code is gone */
-        rl->rl_in_off = rl->rl_in_len = 0, app_eof = true;
+      else {                    /* the peer code is gone */
+        rl->rl_in_off = rl->rl_in_len = 0;
+        app_gone = true;
+      }
     }
 
     /* The end: pass on what one side sent before it ended, within the
-     * timeout, then close. */
-    if (failed || net_eof || app_eof) {
-      bool out_done = rl->rl_out_len == 0 || failed || net_eof;
-      bool in_done = rl->rl_in_off == rl->rl_in_len || app_eof;
+     * timeout, then close.  The deadline also frees a relay stuck on a
+     * peer that stopped reading once the peer code has given up. */
+    if (failed || net_eof || app_eof || app_hup || app_gone) {
+      bool out_done = failed || net_eof || (rl->rl_out_len == 0 && app_eof);
+      bool in_done = rl->rl_in_off == rl->rl_in_len || app_gone;
 
       if (drain_deadline == 0)
         drain_deadline = now_ns () + rl->rl_drain_ms * UINT64_C (1000000);
@@ -321,18 +328,23 @@ relay_thread (void *arg)
       continue;
 
     {
+      /* Until it happens, also watch for the peer code shutting its
+       * end, even while nothing is to be read from it. */
+      short app_events = want_app | (app_hup || app_eof ? 0 : POLLRDHUP);
       struct pollfd pfd[2] = {
         { .fd = want_net ? rl->rl_net : -1, .events = want_net },
-        { .fd = want_app ? rl->rl_app : -1, .events = want_app },
+        { .fd = app_events ? rl->rl_app : -1, .events = app_events },
       };
       int timeout = drain_deadline ? ms_left (drain_deadline) : -1;
 
-      if (want_net == 0 && want_app == 0 && timeout == -1)
+      if (want_net == 0 && app_events == 0 && timeout == -1)
         break;                  /* nothing can move any more */
       if (poll (pfd, 2, timeout) == -1 && errno != EINTR) {
         log_error ("%s: TLS relay: poll: %m", rl->rl_name);
         break;
       }
+      if (pfd[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
+        app_hup = true;
     }
   }
 

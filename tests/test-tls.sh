@@ -110,7 +110,26 @@ write_random node0 0 1
 [ "$(status_json node0 | jq -r '.peers[0].connection')" != Connected ] || fail "a node with another secret got connected"
 info "other secret: refused, node0 serves"
 stop_node node1
-stop_node node0
+
+# --- A peer that stops (SIGSTOP) with data in flight -------------------
+# node0 gives it up (ping-timeout or write timeout), keeps serving, and
+# still stops promptly: its TLS relay, blocked sending to the stopped
+# peer, must not hold the node.
+CONFIG="$tmpdir/psk.yaml" start_node node1
+wait_uptodate node0 30
+kill -STOP "${PID[node1]}"
+cleanup_fn "kill -CONT ${PID[node1]} 2>/dev/null || true"
+write_random node0 0 16
+wait_log node0 "peer node1: .*\(ping-timeout\|timeout\)" 20
+write_random node0 0 1
+kill "${PID[node0]}"
+for (( i=0; i<150; i++ )); do kill -0 "${PID[node0]}" 2>/dev/null || break; sleep 0.1; done
+kill -0 "${PID[node0]}" 2>/dev/null && fail "node0 did not stop within 15 s with a stopped TLS peer"
+wait "${PID[node0]}" 2>/dev/null || true
+PID[node0]=
+kill -CONT "${PID[node1]}"
+stop_node node1
+info "stopped peer: given up, node0 served and stopped promptly"
 
 # --- Certificates ------------------------------------------------------
 cd "$tmpdir"
