@@ -16,6 +16,9 @@ REPLCTL="$builddir/client/replctl"
 FAULT_INJECT="$builddir/tests/.libs/fault-inject.so"
 test_name="$(basename "$0" .sh)"
 
+# The tests' fake peers import tests/peerwire.py.
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+
 # Debian's nbdsh is a Python script that needs the system interpreter
 # (the nbd module is not in other Pythons that may come first in PATH).
 nbdsh () { /usr/bin/python3 -m nbd "$@"; }

@@ -72,25 +72,20 @@ stop_node node0
 start_node node1
 port1=$(sed -n '/name: node1/,/disk:/s/.*address: 127.0.0.1:\([0-9]*\)/\1/p' "$CONFIG")
 /usr/bin/python3 - "$port1" <<'PY' || fail "the fake peer failed"
-import socket, struct, sys
+import socket, sys
+from peerwire import *
 port = int(sys.argv[1])
-def hdr(t, length=0):
-    return struct.pack(">IHHIIQQ", 0x4e425250, t, 0, length, 0, 0, 0)
-def recv_exact(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c: return b
-        b += c
-    return b
 s = socket.create_connection(("127.0.0.1", port), timeout=10)
-hello = (struct.pack(">IIIIIIQ", 3, 1, 0, 1, 0, 2, 16 << 20) + b"r0".ljust(64, b"\0")
-         + struct.pack(">QQQQII", 0x1234567890abcdef, 0, 0, 0, 1, 0) + struct.pack(">Q", 0))
-s.sendall(hdr(1, len(hello)) + hello)
-recv_exact(s, 32 + 144)                 # node1's hello
-recv_exact(s, 32); challenge = recv_exact(s, 32)
-s.sendall(hdr(24, 32) + challenge)      # its own challenge back
-recv_exact(s, 64)                       # node1 closes
+# node0, Secondary, UpToDate, feature AUTH (1), flags Consistent.
+s.sendall(hello(0, 1, SECONDARY, UPTODATE, 16 << 20, features=1,
+                current=0x1234567890abcdef, flags=1))
+recv_exact(s, HDR_SIZE + HELLO_SIZE)    # node1's hello
+recv_exact(s, HDR_SIZE); challenge = recv_exact(s, 32)
+s.sendall(hdr(AUTH_CHALLENGE, length=32) + challenge)   # its own back
+try:
+    recv_exact(s, 64)                   # node1 closes
+except ConnectionError:
+    pass
 s.close()
 PY
 wait_log node1 "connection from 127.0.0.1:[0-9]* (node node0): authentication failed: the peer sent our own challenge back (a reflection)"

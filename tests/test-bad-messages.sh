@@ -18,24 +18,21 @@ fake ()
 {
     /usr/bin/python3 - "$port" "$1" "$(disk node1)" <<'PY'
 import socket, struct, sys
+from peerwire import *
 port, case = int(sys.argv[1]), sys.argv[2]
-MAGIC, SIZE = 0x4e425250, 1 << 20
-def hdr(t, flags=0, length=0, count=0, seq=0, off=0, magic=MAGIC):
-    return struct.pack(">IHHIIQQ", magic, t, flags, length, count, seq, off)
+SIZE = 1 << 20
 s = socket.create_connection(("127.0.0.1", port), timeout=10)
 # version 3, node 0 (Primary, UpToDate) to node 1; generation UUIDs:
 # a current UUID, no bitmap or history, flags Consistent | Primary;
 # primary since 0 (never).
-hello = (struct.pack(">IIIIIIQ", 3, 0, 0, 1, 1, 2, SIZE) + b"r0".ljust(64, b"\0")
-         + struct.pack(">QQQQII", 0x1234567890abcdef, 0, 0, 0, 5, 0)
-         + struct.pack(">Q", 0))
-s.sendall(hdr(1, length=len(hello)) + hello)
+s.sendall(hello(0, 1, PRIMARY, UPTODATE, SIZE, current=0x1234567890abcdef,
+                flags=5))
 reply = b""
 while len(reply) < 32 + 144:
     chunk = s.recv(4096)
     if not chunk: sys.exit("no hello from the secondary")
     reply += chunk
-W, TRIM, RESYNC_DATA, ACK = 4, 5, 9, 11
+W = WRITE
 msgs = {
   "past-end":   hdr(W, length=4096, count=4096, seq=1, off=SIZE - 512) + b"x" * 4096,
   "overflow":   hdr(TRIM, count=4096, seq=1, off=(1 << 64) - 1024),
@@ -48,7 +45,7 @@ msgs = {
   "huge":       hdr(W, length=0xffffffff, count=0xffffffff, seq=1),
   "good":       hdr(W, length=512, count=512, seq=1, off=4096) + b"G" * 512,
   "cut-off":    hdr(W, length=4096, count=4096, seq=1, off=8192) + b"C" * 100,
-  "ping-flood": hdr(2) * 20000
+  "ping-flood": hdr(PING) * 20000
                 + hdr(W, length=512, count=512, seq=1, off=4096) + b"G" * 512,
 }
 s.sendall(msgs[case])
@@ -112,16 +109,13 @@ info "ping-flood: 20000 PINGs, then a WRITE acknowledged"
 # Two connections claiming to be node0: the second replaces the first
 # (a node that restarted before we noticed), which is closed and logged.
 /usr/bin/python3 - "$port" <<'PY' || fail "the duplicate connections test failed"
-import socket, struct, sys
+import socket, sys
+from peerwire import *
 port = int(sys.argv[1])
-def hdr(t, length=0):
-    return struct.pack(">IHHIIQQ", 0x4e425250, t, 0, length, 0, 0, 0)
-hello = (struct.pack(">IIIIIIQ", 3, 0, 0, 1, 1, 2, 1 << 20) + b"r0".ljust(64, b"\0")
-         + struct.pack(">QQQQII", 0x1234567890abcdef, 0, 0, 0, 5, 0)
-         + struct.pack(">Q", 0))
 def connect():
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(hdr(1, len(hello)) + hello)
+    s.sendall(hello(0, 1, PRIMARY, UPTODATE, 1 << 20,
+                    current=0x1234567890abcdef, flags=5))
     return s
 a = connect()
 a.recv(32 + 144)

@@ -13,31 +13,21 @@ port1=$(sed -n '/name: node1$/,/disk:/s/.*address: 127.0.0.1:\([0-9]*\)/\1/p' "$
 
 # The fake node1 listens where node1 would; node0 (the lower id) dials it.
 /usr/bin/python3 - "$port1" > "$tmpdir/fake.out" 2>&1 <<'PY' &
-import socket, struct, sys, time
+import socket, sys, time
+from peerwire import *
 port = int(sys.argv[1])
-def hdr(t, length=0):
-    return struct.pack(">IHHIIQQ", 0x4e425250, t, 0, length, 0, 0, 0)
-def recv_exact(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c: raise ConnectionError("closed")
-        b += c
-    return b
 ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind(("127.0.0.1", port)); ls.listen(1); ls.settimeout(30)
 s, _ = ls.accept()
-recv_exact(s, 32 + 144)                     # node0's hello
+recv_exact(s, HDR_SIZE + HELLO_SIZE)        # node0's hello
 # node1, Secondary, Inconsistent, no generation yet: node0 will be its
 # sync source and wait for its bitmap, which never comes.
-hello = (struct.pack(">IIIIIIQ", 3, 0, 1, 0, 0, 0, 16 << 20) + b"r0".ljust(64, b"\0")
-         + struct.pack(">QQQQII", 0, 0, 0, 0, 0, 0) + struct.pack(">Q", 0))
-s.sendall(hdr(1, len(hello)) + hello)
+s.sendall(hello(1, 0, SECONDARY, INCONSISTENT, 16 << 20))
 s.settimeout(0.3)
 start = time.time()
 while time.time() - start < 30:             # bounded
     try:
-        s.sendall(hdr(2))                   # PING: the link is alive
+        s.sendall(hdr(PING))                # the link is alive
         if s.recv(65536) == b"":
             print("closed after %.1f s" % (time.time() - start)); sys.exit(0)
     except socket.timeout:

@@ -183,7 +183,8 @@ stop_node node1
 stop_node node0
 start_node node1
 /usr/bin/python3 - "$port1" "$tmpdir" <<'PY' || fail "the fake node0 failed"
-import socket, ssl, struct, sys
+import socket, ssl, sys
+from peerwire import *
 port, d = int(sys.argv[1]), sys.argv[2]
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 ctx.minimum_version = ssl.TLSVersion.TLSv1_3
@@ -191,9 +192,8 @@ ctx.load_cert_chain(d + "/node1.crt", d + "/node1.key")
 ctx.load_verify_locations(d + "/ca.crt")
 s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10),
                     server_hostname="node1")
-hello = (struct.pack(">IIIIIIQ", 3, 0, 0, 1, 0, 2, 16 << 20) + b"r0".ljust(64, b"\0")
-         + struct.pack(">QQQQII", 0x1234567890abcdef, 0, 0, 0, 1, 0) + struct.pack(">Q", 0))
-s.sendall(struct.pack(">IHHIIQQ", 0x4e425250, 1, 0, len(hello), 0, 0, 0) + hello)
+s.sendall(hello(0, 1, SECONDARY, UPTODATE, 16 << 20,
+                current=0x1234567890abcdef, flags=1))
 try:
     got = s.recv(4096)
 except (ConnectionError, ssl.SSLError):
