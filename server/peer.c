@@ -289,14 +289,15 @@ read_hello (struct peer *p, int fd, struct repl_hello *hello)
   uint8_t hbuf[REPL_HDR_SIZE], pbuf[REPL_HELLO_SIZE];
   unsigned timeout = p->pr_node->n_cfg.cf_ping_timeout_ms;
   struct repl_hdr h;
+  const char *why;
   char err[256];
 
   if (sock_read_full (fd, hbuf, sizeof hbuf, timeout) == -1) {
     set_error (p, "reading hello: %m");
     return -1;
   }
-  if (peer_tls_plain_mismatch (p->pr_node, hbuf)) {
-    set_error (p, "bad hello: %s", peer_tls_plain_mismatch (p->pr_node, hbuf));
+  if ((why = peer_tls_plain_mismatch (p->pr_node, hbuf)) != NULL) {
+    set_error (p, "bad hello: %s", why);
     return -1;
   }
   if (wire_decode_hdr (hbuf, &h, err, sizeof err) == -1) {
@@ -482,6 +483,16 @@ peer_thread (void *arg)
       pthread_mutex_unlock (&p->pr_lock);
       close (fd);
       break;
+    }
+    if (p->pr_incoming_fd >= 0) {
+      /* The peer dialled again while we shook hands on its previous
+       * connection (peer_hand_over could not fail that one: it was not
+       * connected yet): the new connection wins here too. */
+      log_error ("peer %s: peer connected again; replacing the old "
+                 "connection (still in its handshake)", name);
+      pthread_mutex_unlock (&p->pr_lock);
+      close (fd);
+      continue;
     }
     /* Logged before the resync thread can log its start. */
     log_info ("peer %s: connected (%s, %s)", name,
