@@ -69,9 +69,10 @@ static void __attribute__ ((format (printf, 2, 3)))
 refuse_log (const char *from, const char *fmt, ...)
 {
   static char last[600];        /* the listener is one thread */
+  static char last_host[INET6_ADDRSTRLEN + 8];
   static uint64_t last_ns;
   static unsigned repeats;
-  char msg[512], key[600], host[INET6_ADDRSTRLEN + 8];
+  char msg[512], key[600], host[sizeof last_host];
   const char *colon = strrchr (from, ':');
   uint64_t now = now_ns ();
   va_list ap;
@@ -86,11 +87,12 @@ refuse_log (const char *from, const char *fmt, ...)
     repeats++;
     return;
   }
-  if (repeats > 0 && strncmp (last, host, strlen (host)) == 0)
-    log_error ("connection from %s: the refusal before was repeated %u "
-               "times", host, repeats);
+  if (repeats > 0)
+    log_error ("connection from %s: its refusal before was repeated %u "
+               "times", last_host, repeats);
   log_error ("connection from %s: %s", from, msg);
   snprintf (last, sizeof last, "%s", key);
+  snprintf (last_host, sizeof last_host, "%s", host);
   last_ns = now;
   repeats = 0;
 }

@@ -472,8 +472,12 @@ start (struct repl_node *node, int fd, bool server, const char *expect,
   return app;
 
  fail:
-  SSL_free (ssl);
-  close (fd);
+  {
+    int e = errno;            /* ECANCELED (stopping) is not an error */
+    SSL_free (ssl);
+    close (fd);
+    errno = e;
+  }
   return -1;
 }
 
