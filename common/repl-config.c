@@ -730,13 +730,14 @@ split_address (const char *s, struct address *a)
  */
 
 enum { NET_PING_INTERVAL, NET_PING_TIMEOUT, NET_TIMEOUT, NET_CONNECT_RETRY_MAX,
-       NET_NKEYS };
+       NET_CORK, NET_NKEYS };
 
 static const char *const net_keys[NET_NKEYS] = {
   [NET_PING_INTERVAL] = "ping-interval",
   [NET_PING_TIMEOUT] = "ping-timeout",
   [NET_TIMEOUT] = "timeout",
   [NET_CONNECT_RETRY_MAX] = "connect-retry-max",
+  [NET_CORK] = "cork",
 };
 
 /* The range of each net value, in milliseconds (see repl-config.h). */
@@ -774,8 +775,11 @@ parse_net (struct loader *ld, const yaml_node_t *netkey, const yaml_node_t *map,
   }
   if (collect_keys (ld, map, "net: ", net_keys, NET_NKEYS, keys, vals) == -1)
     return -1;
+  if (vals[NET_CORK] != NULL &&
+      get_bool (ld, "net: ", keys[NET_CORK], vals[NET_CORK], &cfg->cf_cork) == -1)
+    return -1;
   for (i = 0; i < NET_NKEYS; i++) {
-    if (vals[i] == NULL)
+    if (vals[i] == NULL || i == NET_CORK)
       continue;
     if (get_number_text (ld, "net: ", keys[i], vals[i], &s) == -1)
       return -1;
@@ -1766,6 +1770,7 @@ config_load_common (const char *path, const void *data, size_t datalen,
   cfg->cf_ping_timeout_ms = 5000;
   cfg->cf_timeout_ms = 6000;
   cfg->cf_connect_retry_max_ms = 2000;
+  cfg->cf_cork = true;
   cfg->cf_bitmap_granularity = MD_DEFAULT_GRANULARITY;
   cfg->cf_al_extent_size = MD_DEFAULT_AL_EXTENT_SIZE;
   cfg->cf_al_extents = MD_DEFAULT_AL_EXTENTS;

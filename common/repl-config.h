@@ -20,6 +20,8 @@
  *     ping-timeout: 5            # peer dead after this long silent (0.2..600)
  *     timeout: 6                 # peer dead when a write waits longer (0.2..600)
  *     connect-retry-max: 2       # max seconds between reconnect attempts (0.1..60)
+ *     cork: true                 # hold small writes for the peer's next
+ *                                #   answer, send them together (default true)
  *   metadata:                    # optional; used when metadata is created
  *     bitmap-granularity: 4K     # bytes per dirty-bitmap bit, power of 2, 512..1M
  *     al-extent-size: 4M         # bytes per activity-log extent, power of 2,
@@ -178,6 +180,8 @@ struct repl_config {
   unsigned cf_ping_timeout_ms;      /* default 5000 */
   unsigned cf_timeout_ms;           /* default 6000 */
   unsigned cf_connect_retry_max_ms; /* default 2000 */
+  bool cf_cork;                     /* hold small writes for the next
+                                       ACK (peer-send.c); default true */
 
   /* metadata: the geometry of a new metadata area (struct md_geometry).
    * An area keeps the geometry it was created with; these values are

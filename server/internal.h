@@ -127,6 +127,7 @@ enum conn_state {
  * thread that queued it, which keeps it alive until om_done. */
 struct out_msg {
   struct out_msg *om_next;
+  uint64_t om_seq;              /* sequenced messages: their seq, else 0 */
   struct iovec om_iov[3];       /* header, optional payload, optional
                                    digest (flag DIGEST) */
   uint8_t om_digest[REPL_DIGEST_SIZE]; /* filled in by the sender */
@@ -173,7 +174,9 @@ struct peer {
   /* Send queue (flat combining: whoever finds no sender sends for all). */
   struct out_msg *pr_qhead, **pr_qtail;
   bool pr_sending;
+  uint32_t pr_qlen;             /* messages in the queue */
   uint64_t pr_next_seq;
+  uint64_t pr_sent_seq;         /* the highest seq taken by a sender */
 
   /* Sent, unacknowledged messages in sequence order. */
   struct inflight *pr_ring;
@@ -332,6 +335,7 @@ extern void out_msg_init (struct out_msg *om, enum repl_msg_type type,
                           uint64_t offset, const void *payload,
                           uint32_t length);
 extern void peer_queue_locked (struct peer *p, struct out_msg *om);
+extern void peer_flush_locked (struct peer *p);
 extern int peer_submit (struct peer *p, enum repl_msg_type type,
                         uint16_t flags, const void *payload, uint32_t count,
                         uint64_t offset, struct waiter *w,

@@ -23,6 +23,8 @@
 #include "log.h"
 
 #define SEND_BATCH 256          /* messages per sendmsg (<= IOV_MAX / 3) */
+#define CORK_MAX_BYTES (64u << 10) /* larger writes are never held */
+#define CORK_MAX_MSGS  64       /* a queue this long is sent at once */
 
 void
 out_msg_init (struct out_msg *om, enum repl_msg_type type, uint16_t flags,
@@ -34,6 +36,7 @@ out_msg_init (struct out_msg *om, enum repl_msg_type type, uint16_t flags,
   wire_hdr_init (&h, type, flags, length, count, seq, offset);
   wire_encode_hdr (&h, om->om_hdr);
   om->om_next = NULL;
+  om->om_seq = 0;               /* submit_locked sets it */
   om->om_iov[0].iov_base = om->om_hdr;
   om->om_iov[0].iov_len = REPL_HDR_SIZE;
   om->om_niov = 1;
@@ -94,21 +97,35 @@ om_finish (struct out_msg *om)
     waiter_complete (w);
 }
 
+static void
+append_locked (struct peer *p, struct out_msg *om)
+{
+  om->om_next = NULL;
+  *p->pr_qtail = om;
+  p->pr_qtail = &om->om_next;
+  p->pr_qlen++;
+}
+
 /* Queue om, and if no sender is active, send everything queued.  Called
  * and returns with pr_lock held; drops it around each sendmsg. */
 void
 peer_queue_locked (struct peer *p, struct out_msg *om)
+{
+  append_locked (p, om);
+  peer_flush_locked (p);
+}
+
+/* If no sender is active and something is queued, send it all.  pr_lock
+ * held; dropped around each sendmsg. */
+void
+peer_flush_locked (struct peer *p)
 {
   struct out_msg *batch[SEND_BATCH];
   struct iovec iov[SEND_BATCH * 3];
   uint64_t gen = p->pr_gen;
   int fd = p->pr_fd;
 
-  om->om_next = NULL;
-  *p->pr_qtail = om;
-  p->pr_qtail = &om->om_next;
-
-  if (p->pr_sending)
+  if (p->pr_sending || p->pr_qhead == NULL)
     return;                     /* the active sender will take it */
   p->pr_sending = true;
 
@@ -120,6 +137,9 @@ peer_queue_locked (struct peer *p, struct out_msg *om)
     while (p->pr_qhead != NULL && n < SEND_BATCH) {
       struct out_msg *m = p->pr_qhead;
       p->pr_qhead = m->om_next;
+      p->pr_qlen--;
+      if (m->om_seq > p->pr_sent_seq)
+        p->pr_sent_seq = m->om_seq;
       batch[n++] = m;
       for (i = 0; i < m->om_niov; i++) {
         iov[niov++] = m->om_iov[i];
@@ -174,6 +194,7 @@ unqueue_locked (struct peer *p, struct out_msg *om)
   for (pp = &p->pr_qhead; *pp != NULL; pp = &(*pp)->om_next)
     if (*pp == om) {
       *pp = om->om_next;
+      p->pr_qlen--;
       if (p->pr_qtail == &om->om_next)
         p->pr_qtail = pp;
       return true;
@@ -207,6 +228,25 @@ peer_send_wait (struct peer *p, uint64_t gen, struct out_msg *om)
     r = -1;
   pthread_mutex_unlock (&p->pr_lock);
   return r;
+}
+
+/* Cork: a small client write (or trim, zero) that finds an answer from
+ * the peer due — some message sent and not yet acknowledged — waits in
+ * the queue for that ACK, and whoever handles it sends everything held
+ * with one sendmsg (Nagle's algorithm, by message).  Under load one
+ * send then carries many writes, and the peer answers them with one
+ * ACK; a lone write (QD1) finds nothing due and goes at once.  Its
+ * writer waits for its own ACK (t), so someone reads the connection
+ * until the held messages are out and answered.  pr_lock held. */
+static bool
+hold_for_answer (const struct peer *p, unsigned type, uint32_t count,
+                 bool on_send, const struct peer_ticket *t)
+{
+  return p->pr_node->n_cfg.cf_cork &&
+         (type == REPL_MSG_WRITE || type == REPL_MSG_TRIM ||
+          type == REPL_MSG_ZERO) &&
+         !on_send && t != NULL && count <= CORK_MAX_BYTES &&
+         p->pr_sent_seq > p->pr_acked_seq && p->pr_qlen < CORK_MAX_MSGS;
 }
 
 /* Queue a sequenced message to the peer and remember it until the peer
@@ -268,6 +308,7 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
     om->om_iov[2].iov_len = REPL_DIGEST_SIZE;
     om->om_niov = 3;
   }
+  om->om_seq = seq;
   /* The waiter counts two events: the sender letting go of om (and the
    * payload) and the acknowledgement — they may come in either order,
    * since the peer can answer before sendmsg returns.  Protocol A plain
@@ -281,7 +322,10 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
     t->pt_applied = p->pr_node->n_cfg.cf_protocol != 'B' ||
                     type == REPL_MSG_FLUSH || (flags & REPL_FLAG_FUA);
   }
-  peer_queue_locked (p, om);
+  if (hold_for_answer (p, type, count, on_send, t))
+    append_locked (p, om);      /* the next ACK sends it (handle_ack) */
+  else
+    peer_queue_locked (p, om);
   return 1;
 }
 
@@ -347,6 +391,7 @@ peer_teardown_locked (struct peer *p)
     om_finish (om);
   }
   p->pr_qtail = &p->pr_qhead;
+  p->pr_qlen = 0;
 
   while (p->pr_ring_count > 0) {
     struct inflight *f = &p->pr_ring[p->pr_ring_head];

@@ -501,6 +501,8 @@ peer_thread (void *arg)
     p->pr_fd = fd;
     p->pr_state = CONN_CONNECTED;
     p->pr_next_seq = 1;
+    p->pr_sent_seq = 0;
+    p->pr_acked_seq = p->pr_received_seq = 0;
     p->pr_expect_seq = 1;
     p->pr_role = hello.role;
     p->pr_disk = hello.disk_state;

@@ -215,6 +215,7 @@ START_TEST (test_minimal_defaults)
   ck_assert_uint_eq (cfg.cf_ping_timeout_ms, 5000);
   ck_assert_uint_eq (cfg.cf_timeout_ms, 6000);
   ck_assert_uint_eq (cfg.cf_connect_retry_max_ms, 2000);
+  ck_assert (cfg.cf_cork);
   ck_assert_uint_eq (cfg.cf_bitmap_granularity, 4096);
   ck_assert_uint_eq (cfg.cf_al_extent_size, 4 << 20);
   ck_assert_uint_eq (cfg.cf_al_extents, 1024);
@@ -779,6 +780,23 @@ START_TEST (test_net_values)
   }
   expect_error (2, "resource: r0\nnet: 5\nnodes: []\n",
                 "net: expected a mapping, got a scalar");
+}
+END_TEST
+
+/* net: cork is a plain boolean. */
+START_TEST (test_net_cork)
+{
+  struct repl_config cfg;
+
+  ck_assert_msg (load (WITH_NET ("cork: false"), &cfg) == 0, "%s", err);
+  ck_assert (!cfg.cf_cork);
+  config_free (&cfg);
+  ck_assert_msg (load (WITH_NET ("cork: true"), &cfg) == 0, "%s", err);
+  ck_assert (cfg.cf_cork);
+  config_free (&cfg);
+  expect_error (3, WITH_NET ("cork: yes"), "net: cork: 'yes' is not true or false");
+  expect_error (3, WITH_NET ("cork: 'false'"), "net: cork: expected true or false, got quoted 'false'");
+  expect_error (3, WITH_NET ("cork: 1"), "net: cork: '1' is not true or false");
 }
 END_TEST
 
@@ -1349,6 +1367,7 @@ config_suite (void)
   tcase_add_test (tc, test_ids);
   tcase_add_test (tc, test_net_values);
   tcase_add_test (tc, test_net_ping_order);
+  tcase_add_test (tc, test_net_cork);
   tcase_add_test (tc, test_metadata_values);
   tcase_add_test (tc, test_metadata_bad);
   tcase_add_test (tc, test_resync_values);
