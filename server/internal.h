@@ -434,6 +434,7 @@ struct repl_node {
   SSL_CTX *n_tls_client;        /* tls: true (peer-tls.c); else NULL */
   SSL_CTX *n_tls_server;
   unsigned n_tls_relays;        /* relay threads running; n_lock */
+  unsigned n_handshakes;        /* listener handshake threads; n_lock */
   bool n_started;
   pthread_t n_listener, n_ticker, n_control;
 
@@ -542,6 +543,7 @@ extern int role_check_write (struct repl_node *node);
 
 /* listener.c */
 extern void *listener_thread (void *arg);
+extern void listener_wait_handshakes (struct repl_node *node);
 
 /* ticker.c */
 extern void *ticker_thread (void *arg);

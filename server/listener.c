@@ -5,12 +5,19 @@
  * reads and checks their HELLO, and hands
  * the socket to that peer's thread.  Anything else is refused with a
  * log line naming the remote address and the problem.
+ *
+ * Each accepted connection gets a thread of its own for its handshake
+ * (TLS, HELLO, authentication happen in the peer thread after), so a
+ * client that connects and stalls holds up nobody else; at most
+ * MAX_HANDSHAKES run at once, and connections beyond that are refused.
  */
 #include <config.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +32,9 @@
 
 /* A peer has this long to send its HELLO. */
 #define HELLO_TIMEOUT_MS 5000
+
+/* Handshakes in progress at once; more connections are refused. */
+#define MAX_HANDSHAKES 16
 
 static void
 describe (const struct sockaddr_storage *ss, char *buf, size_t len)
@@ -68,7 +78,8 @@ read_hello_bytes (struct repl_node *node, int fd, void *buf, size_t len,
 static void __attribute__ ((format (printf, 2, 3)))
 refuse_log (const char *from, const char *fmt, ...)
 {
-  static char last[600];        /* the listener is one thread */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static char last[600];        /* under lock: handshakes run in parallel */
   static char last_host[INET6_ADDRSTRLEN + 8];
   static uint64_t last_ns;
   static unsigned repeats;
@@ -83,8 +94,10 @@ refuse_log (const char *from, const char *fmt, ...)
   snprintf (host, sizeof host, "%.*s",
             colon ? (int) (colon - from) : (int) strlen (from), from);
   snprintf (key, sizeof key, "%s %s", host, msg);
+  pthread_mutex_lock (&lock);
   if (strcmp (key, last) == 0 && now - last_ns < REPEAT_NS) {
     repeats++;
+    pthread_mutex_unlock (&lock);
     return;
   }
   if (repeats > 0)
@@ -95,6 +108,7 @@ refuse_log (const char *from, const char *fmt, ...)
   snprintf (last_host, sizeof last_host, "%s", host);
   last_ns = now;
   repeats = 0;
+  pthread_mutex_unlock (&lock);
 }
 
 static void
@@ -194,6 +208,83 @@ handle (struct repl_node *node, int fd, const char *from)
   close (fd);
 }
 
+struct handshake {
+  struct repl_node *hs_node;
+  int hs_fd;
+  char hs_from[INET6_ADDRSTRLEN + 16];
+};
+
+static void *
+handshake_thread (void *arg)
+{
+  struct handshake *hs = arg;
+  struct repl_node *node = hs->hs_node;
+
+  handle (node, hs->hs_fd, hs->hs_from);
+  free (hs);
+  pthread_mutex_lock (&node->n_lock);
+  node->n_handshakes--;
+  pthread_cond_broadcast (&node->n_cond);
+  pthread_mutex_unlock (&node->n_lock);
+  return NULL;
+}
+
+/* Start the handshake of a new connection in a thread of its own. */
+static void
+start_handshake (struct repl_node *node, int fd, const char *from)
+{
+  struct handshake *hs;
+  pthread_attr_t attr;
+  pthread_t tid;
+  bool full;
+  int e;
+
+  pthread_mutex_lock (&node->n_lock);
+  full = node->n_handshakes >= MAX_HANDSHAKES;
+  if (!full)
+    node->n_handshakes++;
+  pthread_mutex_unlock (&node->n_lock);
+  if (full) {
+    refuse_log (from, "%d other connections are still in their handshake; "
+                "refused", MAX_HANDSHAKES);
+    close (fd);
+    return;
+  }
+
+  hs = malloc (sizeof *hs);
+  e = hs == NULL ? errno : 0;
+  if (hs != NULL) {
+    hs->hs_node = node;
+    hs->hs_fd = fd;
+    snprintf (hs->hs_from, sizeof hs->hs_from, "%s", from);
+    pthread_attr_init (&attr);
+    pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
+    e = pthread_create (&tid, &attr, handshake_thread, hs);
+    pthread_attr_destroy (&attr);
+    if (e == 0)
+      return;
+    free (hs);
+  }
+  errno = e;
+  log_error ("connection from %s: cannot start its handshake: %m", from);
+  close (fd);
+  pthread_mutex_lock (&node->n_lock);
+  node->n_handshakes--;
+  pthread_cond_broadcast (&node->n_cond);
+  pthread_mutex_unlock (&node->n_lock);
+}
+
+/* Stopping (n_stop_fd is readable, so every handshake gives up at
+ * once): wait until the handshake threads are gone. */
+void
+listener_wait_handshakes (struct repl_node *node)
+{
+  pthread_mutex_lock (&node->n_lock);
+  while (node->n_handshakes > 0)
+    pthread_cond_wait (&node->n_cond, &node->n_lock);
+  pthread_mutex_unlock (&node->n_lock);
+}
+
 void *
 listener_thread (void *arg)
 {
@@ -225,7 +316,7 @@ listener_thread (void *arg)
       continue;
     }
     describe (&ss, from, sizeof from);
-    handle (node, fd, from);
+    start_handshake (node, fd, from);
   }
   return NULL;
 }

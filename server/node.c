@@ -325,6 +325,7 @@ engine_destroy (struct repl_node *node)
       peer_stop (node->n_peers[i]);
     if (node->n_listener)
       pthread_join (node->n_listener, NULL);
+    listener_wait_handshakes (node);
     if (node->n_ticker)
       pthread_join (node->n_ticker, NULL);
     if (node->n_control)

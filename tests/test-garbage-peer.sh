@@ -74,14 +74,23 @@ expect_log "node id 7 is not a peer"
 send "4e425250000200000000000000000000000000000000000000000000000000000000"
 expect_log "expected HELLO, got PING"
 
-# A connection that sends nothing is dropped after the hello timeout.
-/usr/bin/python3 - "$port" <<'PY' &
+# Connections that send nothing are dropped after the hello timeout,
+# and hold up nobody meanwhile: with three of them open, a fourth
+# connection is still answered at once (a listener that shook hands one
+# connection at a time would reach it only after 15 s).
+/usr/bin/python3 - "$port" "$tmpdir/silent.ready" <<'PY' &
 import socket, sys, time
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+socks = [socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+         for _ in range(3)]
+open(sys.argv[2], "w").close()
 time.sleep(7)
 PY
 silent=$!
 cleanup_fn "kill $silent 2>/dev/null"
+for (( i=0; i<50; i++ )); do [ -e "$tmpdir/silent.ready" ] && break; sleep 0.1; done
+[ -e "$tmpdir/silent.ready" ] || fail "the silent connections did not connect within 5 s"
+send "$(hello 3 r0 6 1)"
+expect_log "node id 6 is not a peer" 3
 expect_log "no hello within 5 s" 10
 
 # Through all of that the pair stayed connected and replicating, on
