@@ -616,9 +616,11 @@ control_status (struct repl_node *node, bool json)
     buf_printf (&b, ",\"quorum\":%s,\"auto_promote\":%s",
                 node_has_quorum (node) ? "true" : "false",
                 node->n_cfg.cf_auto_promote ? "true" : "false");
-    buf_printf (&b, ",\"tls\":\"%s\",\"auth\":%s,\"data_integrity\":\"%s\"",
+    buf_printf (&b, ",\"tls\":\"%s\",\"auth\":%s,\"data_integrity\":\"%s\""
+                ",\"cork\":%s",
                 link_tls (node), node->n_cfg.cf_secret_len ? "true" : "false",
-                node->n_cfg.cf_data_integrity ? "crc32c" : "none");
+                node->n_cfg.cf_data_integrity ? "crc32c" : "none",
+                node->n_cfg.cf_cork ? "true" : "false");
     buf_printf (&b, ",\"peers\":[");
     for (i = 0; i < node->n_npeers; i++) {
       const struct peer_snapshot *s = &snaps[i];
@@ -658,10 +660,11 @@ control_status (struct repl_node *node, bool json)
                 role_name (ns.role), disk_state_name (ns.disk), size,
                 node->n_cfg.cf_protocol, in_flight);
     human_node_meta (&b, node, &ns);
-    buf_printf (&b, "  link: tls:%s auth:%s data-integrity:%s\n",
+    buf_printf (&b, "  link: tls:%s auth:%s data-integrity:%s cork:%s\n",
                 link_tls (node),
                 node->n_cfg.cf_secret_len ? "secret" : "NONE",
-                node->n_cfg.cf_data_integrity ? "crc32c" : "none");
+                node->n_cfg.cf_data_integrity ? "crc32c" : "none",
+                node->n_cfg.cf_cork ? "on" : "off");
     if (node->n_cfg.cf_quorum != REPL_QUORUM_OFF)
       buf_printf (&b, "  quorum:%s (%s, on loss: %s)\n",
                   node_has_quorum (node) ? "yes" : "NO",

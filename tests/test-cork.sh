@@ -9,7 +9,8 @@
 #    storage node;
 #  - with cork: false the same load verifies too, and no send carries
 #    as many messages on average as with cork (the held writes are what
-#    makes the batches).
+#    makes the batches);
+#  - status says cork (JSON .cork, the human link: line).
 source "$(dirname "$0")/functions.sh"
 requires jq --version
 
@@ -42,8 +43,10 @@ make_config 2 C 32M
 start_node node0 role=primary
 start_node node1
 wait_uptodate node0 30
-status_json node0 | jq -e '.peers[0].messages_sent != null' >/dev/null ||
-    fail "status has no messages_sent"
+status_json node0 | jq -e '.peers[0].messages_sent != null and .cork == true' >/dev/null ||
+    fail "status has no messages_sent, or does not say cork: true"
+"$REPLCTL" -s "$(sock node0)" status | grep -q "link: .* cork:on" ||
+    fail "the human status does not say cork:on"
 
 read -r m s <<<"$(load node0 node1 1 "primary QD1")"
 [ "$m" -eq "$s" ] || fail "primary QD1: $m messages in $s sends: a write was held with nothing in flight"
@@ -62,6 +65,9 @@ grep -q '^  cork: false$' "$CONFIG" || fail "could not set cork: false"
 start_node node0 role=primary
 start_node node1
 wait_uptodate node0 30
+status_json node0 | jq -e '.cork == false' >/dev/null || fail "status does not say cork: false"
+"$REPLCTL" -s "$(sock node0)" status | grep -q "link: .* cork:off" ||
+    fail "the human status does not say cork:off"
 read -r m s <<<"$(load node0 node1 16 "primary QD16, cork: false")"
 plain_ratio=$(awk -v m="$m" -v s="$s" 'BEGIN { printf "%.2f", m / s }')
 awk -v a="$cork_ratio" -v b="$plain_ratio" 'BEGIN { exit !(a > b) }' ||
