@@ -730,7 +730,7 @@ split_address (const char *s, struct address *a)
  */
 
 enum { NET_PING_INTERVAL, NET_PING_TIMEOUT, NET_TIMEOUT, NET_CONNECT_RETRY_MAX,
-       NET_CORK, NET_NKEYS };
+       NET_CORK, NET_SNDBUF_SIZE, NET_RCVBUF_SIZE, NET_NKEYS };
 
 static const char *const net_keys[NET_NKEYS] = {
   [NET_PING_INTERVAL] = "ping-interval",
@@ -738,6 +738,8 @@ static const char *const net_keys[NET_NKEYS] = {
   [NET_TIMEOUT] = "timeout",
   [NET_CONNECT_RETRY_MAX] = "connect-retry-max",
   [NET_CORK] = "cork",
+  [NET_SNDBUF_SIZE] = "sndbuf-size",
+  [NET_RCVBUF_SIZE] = "rcvbuf-size",
 };
 
 /* The range of each net value, in milliseconds (see repl-config.h). */
@@ -778,8 +780,20 @@ parse_net (struct loader *ld, const yaml_node_t *netkey, const yaml_node_t *map,
   if (vals[NET_CORK] != NULL &&
       get_bool (ld, "net: ", keys[NET_CORK], vals[NET_CORK], &cfg->cf_cork) == -1)
     return -1;
+  for (i = NET_SNDBUF_SIZE; i <= NET_RCVBUF_SIZE; i++) {
+    uint64_t v;
+
+    if (vals[i] == NULL)
+      continue;
+    if (get_size (ld, "net: ", keys[i], vals[i], "a size in bytes", &v, &s) == -1 ||
+        check_size (ld, "net: ", keys[i], vals[i], s, v, false,
+                    REPL_MIN_SOCKBUF, REPL_MAX_SOCKBUF, "") == -1)
+      return -1;
+    *(i == NET_SNDBUF_SIZE ? &cfg->cf_sndbuf_size : &cfg->cf_rcvbuf_size) = v;
+  }
   for (i = 0; i < NET_NKEYS; i++) {
-    if (vals[i] == NULL || i == NET_CORK)
+    if (vals[i] == NULL || i == NET_CORK || i == NET_SNDBUF_SIZE ||
+        i == NET_RCVBUF_SIZE)
       continue;
     if (get_number_text (ld, "net: ", keys[i], vals[i], &s) == -1)
       return -1;
@@ -1771,6 +1785,7 @@ config_load_common (const char *path, const void *data, size_t datalen,
   cfg->cf_timeout_ms = 6000;
   cfg->cf_connect_retry_max_ms = 2000;
   cfg->cf_cork = true;
+  cfg->cf_sndbuf_size = cfg->cf_rcvbuf_size = REPL_DEFAULT_SOCKBUF;
   cfg->cf_bitmap_granularity = MD_DEFAULT_GRANULARITY;
   cfg->cf_al_extent_size = MD_DEFAULT_AL_EXTENT_SIZE;
   cfg->cf_al_extents = MD_DEFAULT_AL_EXTENTS;

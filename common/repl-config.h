@@ -22,6 +22,8 @@
  *     connect-retry-max: 2       # max seconds between reconnect attempts (0.1..60)
  *     cork: true                 # hold small writes for the peer's next
  *                                #   answer, send them together (default true)
+ *     sndbuf-size: 4M            # replication socket buffers, 16K..64M; the
+ *     rcvbuf-size: 4M            #   kernel caps them at net.core.[wr]mem_max
  *   metadata:                    # optional; used when metadata is created
  *     bitmap-granularity: 4K     # bytes per dirty-bitmap bit, power of 2, 512..1M
  *     al-extent-size: 4M         # bytes per activity-log extent, power of 2,
@@ -69,6 +71,9 @@
 #include <stdint.h>
 
 #define REPL_MAX_NODES    8
+#define REPL_MIN_SOCKBUF  (16u << 10)   /* net: sndbuf-size, rcvbuf-size */
+#define REPL_MAX_SOCKBUF  (64u << 20)
+#define REPL_DEFAULT_SOCKBUF (4u << 20)
 #define REPL_SECRET_MIN   8     /* bytes of secret: */
 #define REPL_SECRET_MAX   256
 #define REPL_MAX_NODE_ID  31
@@ -182,6 +187,10 @@ struct repl_config {
   unsigned cf_connect_retry_max_ms; /* default 2000 */
   bool cf_cork;                     /* hold small writes for the next
                                        ACK (peer-send.c); default true */
+  uint32_t cf_sndbuf_size;          /* the replication sockets' SO_SNDBUF */
+  uint32_t cf_rcvbuf_size;          /* ... and SO_RCVBUF; both
+                                       REPL_MIN_SOCKBUF..REPL_MAX_SOCKBUF,
+                                       default REPL_DEFAULT_SOCKBUF */
 
   /* metadata: the geometry of a new metadata area (struct md_geometry).
    * An area keeps the geometry it was created with; these values are

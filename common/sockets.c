@@ -65,24 +65,24 @@ sock_listen_tcp (const char *host, const char *port)
 }
 
 int
-sock_tune (int fd)
+sock_tune (int fd, int sndbuf, int rcvbuf)
 {
   const int one = 1;
-  const int bufsize = 4 << 20;
 
   if (setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == -1 ||
       setsockopt (fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) == -1)
     return -1;
   /* Larger buffers let many writes be in flight (best effort: the
    * kernel clamps these to net.core.[rw]mem_max). */
-  setsockopt (fd, SOL_SOCKET, SO_SNDBUF, &bufsize, sizeof bufsize);
-  setsockopt (fd, SOL_SOCKET, SO_RCVBUF, &bufsize, sizeof bufsize);
+  setsockopt (fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+  setsockopt (fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
   return 0;
 }
 
 /* Non-blocking connect bounded by timeout_ms. */
 static int
-connect_one (const struct addrinfo *ai, int timeout_ms)
+connect_one (const struct addrinfo *ai, int timeout_ms, int sndbuf,
+             int rcvbuf)
 {
   int fd, flags, err = 0;
   socklen_t errlen = sizeof err;
@@ -92,6 +92,9 @@ connect_one (const struct addrinfo *ai, int timeout_ms)
                ai->ai_protocol);
   if (fd == -1)
     return -1;
+  /* Before connect, so that the window scale fits the receive buffer. */
+  if (sock_tune (fd, sndbuf, rcvbuf) == -1)
+    goto err;
   flags = fcntl (fd, F_GETFL);
   if (flags == -1 || fcntl (fd, F_SETFL, flags | O_NONBLOCK) == -1)
     goto err;
@@ -114,7 +117,7 @@ connect_one (const struct addrinfo *ai, int timeout_ms)
       goto err;
     }
   }
-  if (fcntl (fd, F_SETFL, flags) == -1 || sock_tune (fd) == -1)
+  if (fcntl (fd, F_SETFL, flags) == -1)
     goto err;
   return fd;
 
@@ -126,7 +129,8 @@ connect_one (const struct addrinfo *ai, int timeout_ms)
 }
 
 int
-sock_connect_tcp (const char *host, const char *port, int timeout_ms)
+sock_connect_tcp (const char *host, const char *port, int timeout_ms,
+                  int sndbuf, int rcvbuf)
 {
   struct addrinfo *res, *ai;
   int fd = -1, saved_errno = EADDRNOTAVAIL;
@@ -134,7 +138,7 @@ sock_connect_tcp (const char *host, const char *port, int timeout_ms)
   if (resolve (host, port, 0, &res) == -1)
     return -1;
   for (ai = res; ai; ai = ai->ai_next) {
-    fd = connect_one (ai, timeout_ms);
+    fd = connect_one (ai, timeout_ms, sndbuf, rcvbuf);
     if (fd >= 0)
       break;
     saved_errno = errno;

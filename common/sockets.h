@@ -14,12 +14,13 @@
 extern int sock_listen_tcp (const char *host, const char *port);
 
 /* Connect to host:port, waiting at most timeout_ms.  The returned socket
- * is blocking, CLOEXEC, with TCP_NODELAY and keepalive set. */
+ * is blocking, CLOEXEC, tuned as sock_tune does. */
 extern int sock_connect_tcp (const char *host, const char *port,
-                             int timeout_ms);
+                             int timeout_ms, int sndbuf, int rcvbuf);
 
-/* TCP_NODELAY, SO_KEEPALIVE and larger buffers on an accepted socket. */
-extern int sock_tune (int fd);
+/* TCP_NODELAY, SO_KEEPALIVE, and SO_SNDBUF/SO_RCVBUF of sndbuf/rcvbuf
+ * bytes (best effort: the kernel caps them at net.core.[wr]mem_max). */
+extern int sock_tune (int fd, int sndbuf, int rcvbuf);
 
 /* A listening unix socket at path (an old socket file is replaced). */
 extern int sock_listen_unix (const char *path);

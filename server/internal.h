@@ -175,6 +175,10 @@ struct peer {
   struct out_msg *pr_qhead, **pr_qtail;
   bool pr_sending;
   uint32_t pr_qlen;             /* messages in the queue */
+  int pr_sndbuf;                /* the socket's SO_SNDBUF */
+  pthread_t pr_flush_thread;    /* sends what a reader may not (peer-send.c) */
+  pthread_cond_t pr_flush_cond; /* ... waits here */
+  bool pr_flush_wanted;
   uint64_t pr_next_seq;
   uint64_t pr_sent_seq;         /* the highest seq taken by a sender */
 
@@ -336,6 +340,8 @@ extern void out_msg_init (struct out_msg *om, enum repl_msg_type type,
                           uint32_t length);
 extern void peer_queue_locked (struct peer *p, struct out_msg *om);
 extern void peer_flush_locked (struct peer *p);
+extern void peer_flush_from_reader_locked (struct peer *p);
+extern void *peer_flush_thread (void *arg);
 extern int peer_submit (struct peer *p, enum repl_msg_type type,
                         uint16_t flags, const void *payload, uint32_t count,
                         uint64_t offset, struct waiter *w,

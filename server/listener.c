@@ -137,7 +137,8 @@ handle (struct repl_node *node, int fd, const char *from)
   uint64_t deadline = now_ns () + HELLO_TIMEOUT_MS * UINT64_C (1000000);
   X509 *cert = NULL;
 
-  if (sock_tune (fd) == -1) {
+  if (sock_tune (fd, node->n_cfg.cf_sndbuf_size,
+                 node->n_cfg.cf_rcvbuf_size) == -1) {
     refuse_log (from, "%m");
     goto refuse;
   }

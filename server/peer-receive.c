@@ -392,7 +392,7 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
         f->if_waiter = NULL;
       }
     }
-    peer_flush_locked (p);      /* the writes held for this answer */
+    peer_flush_from_reader_locked (p);  /* the writes held for this answer */
     pthread_mutex_unlock (&p->pr_lock);
     for (i = 0; i < ndone; i++)
       waiter_complete (done[i]);
@@ -425,7 +425,7 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
     pthread_cond_broadcast (&p->pr_cond);
   /* The writes held for this answer (peer-send.c) go now, before their
    * predecessors' writers are woken. */
-  peer_flush_locked (p);
+  peer_flush_from_reader_locked (p);
   pthread_mutex_unlock (&p->pr_lock);
 
   for (i = 0; i < ndone; i++)

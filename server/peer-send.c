@@ -15,7 +15,9 @@
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/sockios.h>
 
 #include "byte-order.h"
 #include "crc32c.h"
@@ -115,22 +117,25 @@ peer_queue_locked (struct peer *p, struct out_msg *om)
   peer_flush_locked (p);
 }
 
-/* If no sender is active and something is queued, send it all.  pr_lock
+/* If no sender is active and something is queued, send it: at most
+ * max_batches sendmsg calls (0: until the queue is empty).  pr_lock
  * held; dropped around each sendmsg. */
-void
-peer_flush_locked (struct peer *p)
+static void
+send_batches (struct peer *p, unsigned max_batches)
 {
   struct out_msg *batch[SEND_BATCH];
   struct iovec iov[SEND_BATCH * 3];
   uint64_t gen = p->pr_gen;
   int fd = p->pr_fd;
+  unsigned batches = 0;
 
   if (p->pr_sending || p->pr_qhead == NULL)
     return;                     /* the active sender will take it */
   p->pr_sending = true;
 
   while (p->pr_qhead != NULL && p->pr_state == CONN_CONNECTED &&
-         p->pr_gen == gen) {
+         p->pr_gen == gen &&
+         (max_batches == 0 || batches++ < max_batches)) {
     int n = 0, niov = 0, r, i;
     uint64_t bytes = 0;
 
@@ -182,6 +187,62 @@ peer_flush_locked (struct peer *p)
 
   p->pr_sending = false;
   pthread_cond_broadcast (&p->pr_cond);
+}
+
+void
+peer_flush_locked (struct peer *p)
+{
+  send_batches (p, 0);
+}
+
+/* Whoever reads the connection must never block in a send: the peer may
+ * itself be blocked sending to us (a READ_REPLY, RESYNC_DATA) until we
+ * read, and then neither side would read again.  So the reader, having
+ * handled an ACK, sends the writes held for it (cork) itself only when
+ * the socket has room for all of them, and with one sendmsg; anything
+ * else, and anything queued meanwhile, goes to the peer's flush thread.
+ * pr_lock held. */
+void
+peer_flush_from_reader_locked (struct peer *p)
+{
+  const struct out_msg *m;
+  size_t bytes = 0, n = 0;
+  int outq, i;
+
+  if (p->pr_sending || p->pr_qhead == NULL)
+    return;
+  for (m = p->pr_qhead; m != NULL && n < SEND_BATCH; m = m->om_next, n++)
+    for (i = 0; i < m->om_niov; i++)
+      bytes += m->om_iov[i].iov_len;
+  /* SO_SNDBUF counts the kernel's bookkeeping too (it doubles what was
+   * asked for); a quarter of it is room for payload with a margin. */
+  if (m == NULL && ioctl (p->pr_fd, SIOCOUTQ, &outq) == 0 && outq >= 0 &&
+      (size_t) outq + bytes <= (size_t) p->pr_sndbuf / 4) {
+    send_batches (p, 1);
+    if (p->pr_qhead == NULL || p->pr_sending)
+      return;
+  }
+  p->pr_flush_wanted = true;
+  pthread_cond_signal (&p->pr_flush_cond);
+}
+
+/* The flush thread of a peer: sends what a reader handed over. */
+void *
+peer_flush_thread (void *arg)
+{
+  struct peer *p = arg;
+
+  pthread_mutex_lock (&p->pr_lock);
+  while (!p->pr_stopping) {
+    if (p->pr_flush_wanted) {
+      p->pr_flush_wanted = false;
+      peer_flush_locked (p);
+      continue;
+    }
+    pthread_cond_wait (&p->pr_flush_cond, &p->pr_lock);
+  }
+  pthread_mutex_unlock (&p->pr_lock);
+  return NULL;
 }
 
 /* Take om out of the send queue if it is still there (not yet taken by
@@ -237,7 +298,9 @@ peer_send_wait (struct peer *p, uint64_t gen, struct out_msg *om)
  * send then carries many writes, and the peer answers them with one
  * ACK; a lone write (QD1) finds nothing due and goes at once.  Its
  * writer waits for its own ACK (t), so someone reads the connection
- * until the held messages are out and answered.  pr_lock held. */
+ * until the held messages are out and answered.  (The reader sends them
+ * only where that cannot block: peer_flush_from_reader_locked.)
+ * pr_lock held. */
 static bool
 hold_for_answer (const struct peer *p, unsigned type, uint32_t count,
                  bool on_send, const struct peer_ticket *t)

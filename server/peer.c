@@ -83,6 +83,7 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
   pthread_cond_init (&p->pr_cond, &attr);
   pthread_cond_init (&p->pr_rx_cond, &attr);
   pthread_cond_init (&p->pr_resync_cond, &attr);
+  pthread_cond_init (&p->pr_flush_cond, &attr);
   pthread_condattr_destroy (&attr);
   p->pr_state = CONN_CONNECTING;
   p->pr_fd = -1;
@@ -115,6 +116,7 @@ peer_free (struct peer *p)
   pthread_cond_destroy (&p->pr_cond);
   pthread_cond_destroy (&p->pr_rx_cond);
   pthread_cond_destroy (&p->pr_resync_cond);
+  pthread_cond_destroy (&p->pr_flush_cond);
   pthread_mutex_destroy (&p->pr_lock);
   p->pr_magic = 0;
   free (p);
@@ -413,7 +415,9 @@ establish (struct peer *p, struct repl_hello *hello)
 
     if (fd == -1) {
       fd = sock_connect_tcp (c->nc_host, c->nc_port,
-                             p->pr_node->n_cfg.cf_ping_timeout_ms);
+                             p->pr_node->n_cfg.cf_ping_timeout_ms,
+                             p->pr_node->n_cfg.cf_sndbuf_size,
+                             p->pr_node->n_cfg.cf_rcvbuf_size);
       if (fd == -1)
         set_error (p, "connect to %s: %m", c->nc_address);
       else if (p->pr_node->n_cfg.cf_tls &&
@@ -499,6 +503,13 @@ peer_thread (void *arg)
               role_name (hello.role), disk_state_name (hello.disk_state));
     gen = ++p->pr_gen;
     p->pr_fd = fd;
+    {
+      int sz = 0;
+      socklen_t len = sizeof sz;
+      p->pr_sndbuf = getsockopt (fd, SOL_SOCKET, SO_SNDBUF, &sz, &len) == 0
+                     ? sz : 0;
+    }
+    p->pr_flush_wanted = false;
     p->pr_state = CONN_CONNECTED;
     p->pr_next_seq = 1;
     p->pr_sent_seq = 0;
@@ -575,6 +586,8 @@ peer_start (struct peer *p)
     return -1;
   }
   err = pthread_create (&p->pr_resync_thread, NULL, resync_thread, p);
+  if (err == 0)
+    err = pthread_create (&p->pr_flush_thread, NULL, peer_flush_thread, p);
   if (err) {
     errno = err;
     log_error ("peer %s: pthread_create: %m", p->pr_cfg->nc_name);
@@ -584,7 +597,7 @@ peer_start (struct peer *p)
   return 0;
 }
 
-/* Ask both threads to stop and drop the connection, without waiting.
+/* Ask the peer's threads to stop and drop the connection, without waiting.
  * The node asks every peer before joining any, so that no peer thread
  * dials again while another is being stopped. */
 void
@@ -601,10 +614,12 @@ peer_request_stop (struct peer *p)
   peer_fail_locked (p, p->pr_gen, "shutting down");
   pthread_cond_broadcast (&p->pr_cond);
   pthread_cond_signal (&p->pr_resync_cond);
+  pthread_cond_signal (&p->pr_flush_cond);
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-/* Stop both threads (those that were started) and drop the connection. */
+/* Stop the peer's threads (those that were started) and drop the
+ * connection. */
 void
 peer_stop (struct peer *p)
 {
@@ -613,5 +628,7 @@ peer_stop (struct peer *p)
     pthread_join (p->pr_thread, NULL);
   if (p->pr_resync_thread)
     pthread_join (p->pr_resync_thread, NULL);
-  p->pr_thread = p->pr_resync_thread = 0;
+  if (p->pr_flush_thread)
+    pthread_join (p->pr_flush_thread, NULL);
+  p->pr_thread = p->pr_resync_thread = p->pr_flush_thread = 0;
 }

@@ -216,6 +216,8 @@ START_TEST (test_minimal_defaults)
   ck_assert_uint_eq (cfg.cf_timeout_ms, 6000);
   ck_assert_uint_eq (cfg.cf_connect_retry_max_ms, 2000);
   ck_assert (cfg.cf_cork);
+  ck_assert_uint_eq (cfg.cf_sndbuf_size, 4 << 20);
+  ck_assert_uint_eq (cfg.cf_rcvbuf_size, 4 << 20);
   ck_assert_uint_eq (cfg.cf_bitmap_granularity, 4096);
   ck_assert_uint_eq (cfg.cf_al_extent_size, 4 << 20);
   ck_assert_uint_eq (cfg.cf_al_extents, 1024);
@@ -800,6 +802,24 @@ START_TEST (test_net_cork)
 }
 END_TEST
 
+/* net: sndbuf-size and rcvbuf-size are sizes, 16K..64M. */
+START_TEST (test_net_sockbuf)
+{
+  struct repl_config cfg;
+
+  ck_assert_msg (load (WITH_NET ("sndbuf-size: 64K"), &cfg) == 0, "%s", err);
+  ck_assert_uint_eq (cfg.cf_sndbuf_size, 65536);
+  ck_assert_uint_eq (cfg.cf_rcvbuf_size, 4 << 20);
+  config_free (&cfg);
+  ck_assert_msg (load (WITH_NET ("rcvbuf-size: 16M"), &cfg) == 0, "%s", err);
+  ck_assert_uint_eq (cfg.cf_rcvbuf_size, 16 << 20);
+  config_free (&cfg);
+  expect_error (3, WITH_NET ("sndbuf-size: 8K"), "net: sndbuf-size: 8K out of range");
+  expect_error (3, WITH_NET ("rcvbuf-size: 65M"), "net: rcvbuf-size: 65M out of range");
+  expect_error (3, WITH_NET ("rcvbuf-size: big"), "net: rcvbuf-size: 'big' is not a size in bytes");
+}
+END_TEST
+
 /* Pings must come more often than the silence that kills the peer. */
 START_TEST (test_net_ping_order)
 {
@@ -1368,6 +1388,7 @@ config_suite (void)
   tcase_add_test (tc, test_net_values);
   tcase_add_test (tc, test_net_ping_order);
   tcase_add_test (tc, test_net_cork);
+  tcase_add_test (tc, test_net_sockbuf);
   tcase_add_test (tc, test_metadata_values);
   tcase_add_test (tc, test_metadata_bad);
   tcase_add_test (tc, test_resync_values);

@@ -46,6 +46,8 @@ check_loaded (const struct repl_config *cfg)
               cfg->cf_protocol == 'C');
   FUZZ_CHECK (cfg->cf_quorum != REPL_QUORUM_DEFAULT);
   FUZZ_CHECK (cfg->cf_ping_timeout_ms > cfg->cf_ping_interval_ms);
+  FUZZ_CHECK (cfg->cf_sndbuf_size >= REPL_MIN_SOCKBUF && cfg->cf_sndbuf_size <= REPL_MAX_SOCKBUF);
+  FUZZ_CHECK (cfg->cf_rcvbuf_size >= REPL_MIN_SOCKBUF && cfg->cf_rcvbuf_size <= REPL_MAX_SOCKBUF);
   FUZZ_CHECK (cfg->cf_nnodes >= 1 && cfg->cf_nnodes <= REPL_MAX_NODES);
   FUZZ_CHECK (cfg->cf_resync_rate <= REPL_MAX_RATE &&
               cfg->cf_c_min_rate <= cfg->cf_c_max_rate &&
