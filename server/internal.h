@@ -302,6 +302,7 @@ extern const char *conn_state_name (enum conn_state state);
 extern int peer_check_hello (struct peer *p, const struct repl_hello *h,
                              bool decide, char *err, size_t errlen);
 extern int peer_send_hello (struct peer *p, int fd);
+extern int peer_send_refusal_hello (struct peer *p, int fd);
 extern void peer_refuse (struct peer *p, const char *addr, bool incoming,
                          const char *why);
 

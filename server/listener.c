@@ -191,7 +191,7 @@ handle (struct repl_node *node, int fd, const char *from)
   if (peer_check_hello (p, &hello, false, err, sizeof err) == -1) {
     peer_refuse (p, from, true, err);
     /* Our hello lets the other side log the reason too. */
-    peer_send_hello (p, fd);
+    peer_send_refusal_hello (p, fd);
     goto refuse;
   }
   if (p->pr_dials) {

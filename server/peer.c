@@ -237,8 +237,12 @@ set_error (struct peer *p, const char *fmt, ...)
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-int
-peer_send_hello (struct peer *p, int fd)
+/* Send our HELLO on fd.  A hello for this peer's own handshake records
+ * what it said (record), which the decision at connect compares; one
+ * that only tells a refused connection why (the listener) must not
+ * change that under a handshake in progress. */
+static int
+send_hello (struct peer *p, int fd, bool record)
 {
   struct repl_node *node = p->pr_node;
   uint8_t buf[REPL_HDR_SIZE + REPL_HELLO_SIZE];
@@ -263,15 +267,15 @@ peer_send_hello (struct peer *p, int fd)
   /* The decision at connect compares what this hello says, which is
    * what the peer compares too, even if a write changes our UUIDs
    * meanwhile (sync_on_connect then tells the peer the new ones). */
-  pthread_mutex_lock (&p->pr_lock);
-  p->pr_hello_uuids = u;
-  pthread_mutex_unlock (&p->pr_lock);
   pthread_mutex_lock (&node->n_md_io_lock);
   hello.primary_since = node->n_md.md_super.ms_primary_since;
   pthread_mutex_unlock (&node->n_md_io_lock);
   pthread_mutex_lock (&p->pr_lock);
   changes = bitmap_count (&p->pr_bitmap);
-  p->pr_hello_changes = changes;
+  if (record) {
+    p->pr_hello_uuids = u;
+    p->pr_hello_changes = changes;
+  }
   pthread_mutex_unlock (&p->pr_lock);
   hello.uuids.changes = changes > UINT32_MAX ? UINT32_MAX : changes;
   snprintf (hello.resource, sizeof hello.resource, "%s",
@@ -282,6 +286,18 @@ peer_send_hello (struct peer *p, int fd)
   wire_encode_hello (&hello, buf + REPL_HDR_SIZE);
   return sock_write_full (fd, buf, sizeof buf,
                           node->n_cfg.cf_ping_timeout_ms);
+}
+
+int
+peer_send_hello (struct peer *p, int fd)
+{
+  return send_hello (p, fd, true);
+}
+
+int
+peer_send_refusal_hello (struct peer *p, int fd)
+{
+  return send_hello (p, fd, false);
 }
 
 /* Read and decode the peer's HELLO (dialling side). */
