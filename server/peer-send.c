@@ -195,35 +195,46 @@ peer_flush_locked (struct peer *p)
   send_batches (p, 0);
 }
 
-/* Whoever reads the connection must never block in a send: the peer may
- * itself be blocked sending to us (a READ_REPLY, RESYNC_DATA) until we
- * read, and then neither side would read again.  So the reader, having
- * handled an ACK, sends the writes held for it (cork) itself only when
- * the socket has room for all of them, and with one sendmsg; anything
- * else, and anything queued meanwhile, goes to the peer's flush thread.
- * pr_lock held. */
-void
-peer_flush_from_reader_locked (struct peer *p)
+/* Does the socket have room for the next batch, so that sending it
+ * cannot block?  SO_SNDBUF counts the kernel's bookkeeping too (it
+ * doubles what was asked for); a quarter of it is room for payload with
+ * a margin.  pr_lock held. */
+static bool
+room_for_next_batch (const struct peer *p)
 {
   const struct out_msg *m;
   size_t bytes = 0, n = 0;
   int outq, i;
 
-  if (p->pr_sending || p->pr_qhead == NULL)
-    return;
   for (m = p->pr_qhead; m != NULL && n < SEND_BATCH; m = m->om_next, n++)
     for (i = 0; i < m->om_niov; i++)
       bytes += m->om_iov[i].iov_len;
-  /* SO_SNDBUF counts the kernel's bookkeeping too (it doubles what was
-   * asked for); a quarter of it is room for payload with a margin. */
-  if (m == NULL && ioctl (p->pr_fd, SIOCOUTQ, &outq) == 0 && outq >= 0 &&
-      (size_t) outq + bytes <= (size_t) p->pr_sndbuf / 4) {
-    send_batches (p, 1);
-    if (p->pr_qhead == NULL || p->pr_sending)
+  return ioctl (p->pr_fd, SIOCOUTQ, &outq) == 0 && outq >= 0 &&
+         (size_t) outq + bytes <= (size_t) p->pr_sndbuf / 4;
+}
+
+/* Whoever reads the connection must never block in a send: the peer may
+ * itself be blocked sending to us (a READ_REPLY, RESYNC_DATA) until we
+ * read, and then neither side would read again.  So the reader, having
+ * handled an ACK, sends the writes held for it (cork), and what is
+ * queued behind them, only a batch at a time and only while the socket
+ * has room for the whole batch; what is left goes to the peer's flush
+ * thread.  pr_lock held. */
+void
+peer_flush_from_reader_locked (struct peer *p)
+{
+  uint64_t gen = p->pr_gen;
+
+  /* (A failed send ends the connection; teardown drops the rest.) */
+  while (!p->pr_sending && p->pr_qhead != NULL &&
+         p->pr_state == CONN_CONNECTED && p->pr_gen == gen) {
+    if (!room_for_next_batch (p)) {
+      p->pr_flush_wanted = true;
+      pthread_cond_signal (&p->pr_flush_cond);
       return;
+    }
+    send_batches (p, 1);
   }
-  p->pr_flush_wanted = true;
-  pthread_cond_signal (&p->pr_flush_cond);
 }
 
 /* The flush thread of a peer: sends what a reader handed over. */

@@ -252,7 +252,6 @@ send_hello (struct peer *p, int fd, bool record)
     .features = node->n_cfg.cf_secret_len > 0 ? REPL_FEATURE_AUTH : 0,
     .node_id = node->n_self->nc_id,
     .peer_id = p->pr_cfg->nc_id,
-    .size = node->n_vol.vol_size,
   };
 
   struct gen_uuids u;
@@ -261,6 +260,7 @@ send_hello (struct peer *p, int fd, bool record)
   pthread_mutex_lock (&node->n_lock);
   hello.role = node->n_role;
   hello.disk_state = node->n_disk;
+  hello.size = node->n_vol.vol_size;    /* a diskless node learns it */
   pthread_mutex_unlock (&node->n_lock);
   gen_view (node, p, &u);
   gen_to_wire (&u, &hello.uuids);
