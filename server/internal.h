@@ -149,6 +149,7 @@ struct inflight {
   struct waiter *if_waiter;     /* completed on ack or failure, or NULL */
   void *if_read_buf;            /* READ_REQ: where the data goes */
   int *if_read_status;          /* ... set to 0 once it is there, or EIO */
+  uint32_t if_bytes;            /* the message on the wire */
 };
 
 struct repl_node;
@@ -186,6 +187,8 @@ struct peer {
   struct inflight *pr_ring;
   uint64_t pr_ring_head;        /* index of the oldest, modulo PEER_WINDOW */
   uint64_t pr_ring_count;
+  uint64_t pr_ring_bytes;       /* the wire bytes of the ring's messages:
+                                   more than the socket holds of them */
 
   struct bitmap pr_bitmap;      /* chunks this peer may lack */
   int pr_md_slot;               /* its bitmap's slot in the metadata */

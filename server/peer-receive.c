@@ -418,6 +418,7 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
     }
     if (f->if_waiter)
       done[ndone++] = f->if_waiter;
+    p->pr_ring_bytes -= f->if_bytes;
     p->pr_ring_head = (p->pr_ring_head + 1) % PEER_WINDOW;
     p->pr_ring_count--;
   }

@@ -198,19 +198,28 @@ peer_flush_locked (struct peer *p)
 /* Does the socket have room for the next batch, so that sending it
  * cannot block?  SO_SNDBUF counts the kernel's bookkeeping too (it
  * doubles what was asked for); a quarter of it is room for payload with
- * a margin.  pr_lock held. */
+ * a margin.  Without a system call first: what the socket holds of our
+ * sequenced messages is at most what they amount to until the peer
+ * acknowledges them (it read them first), pr_ring_bytes, which counts
+ * the queued ones too; UNSEQUENCED_SLACK covers the rest (AWAY,
+ * keepalives).  If that bound is too high (small buffers), ask the
+ * kernel what it holds.  pr_lock held. */
+#define UNSEQUENCED_SLACK (64u << 10)
+
 static bool
 room_for_next_batch (const struct peer *p)
 {
   const struct out_msg *m;
-  size_t bytes = 0, n = 0;
+  size_t room = (size_t) p->pr_sndbuf / 4, bytes = 0, n = 0;
   int outq, i;
 
+  if (p->pr_ring_bytes + UNSEQUENCED_SLACK <= room)
+    return true;
   for (m = p->pr_qhead; m != NULL && n < SEND_BATCH; m = m->om_next, n++)
     for (i = 0; i < m->om_niov; i++)
       bytes += m->om_iov[i].iov_len;
   return ioctl (p->pr_fd, SIOCOUTQ, &outq) == 0 && outq >= 0 &&
-         (size_t) outq + bytes <= (size_t) p->pr_sndbuf / 4;
+         (size_t) outq + bytes <= room;
 }
 
 /* Whoever reads the connection must never block in a send: the peer may
@@ -338,6 +347,7 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
 {
   struct inflight *f;
   uint64_t seq, gen = p->pr_gen;
+  int i;
 
   while (p->pr_state == CONN_CONNECTED && p->pr_gen == gen &&
          p->pr_ring_count == PEER_WINDOW)
@@ -383,6 +393,10 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
     om->om_niov = 3;
   }
   om->om_seq = seq;
+  f->if_bytes = 0;
+  for (i = 0; i < om->om_niov; i++)
+    f->if_bytes += om->om_iov[i].iov_len;
+  p->pr_ring_bytes += f->if_bytes;
   /* The waiter counts two events: the sender letting go of om (and the
    * payload) and the acknowledgement — they may come in either order,
    * since the peer can answer before sendmsg returns.  Protocol A plain
@@ -477,5 +491,6 @@ peer_teardown_locked (struct peer *p)
     p->pr_ring_head = (p->pr_ring_head + 1) % PEER_WINDOW;
     p->pr_ring_count--;
   }
+  p->pr_ring_bytes = 0;
   pthread_cond_broadcast (&p->pr_cond);
 }

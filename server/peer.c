@@ -529,6 +529,7 @@ peer_thread (void *arg)
     p->pr_state = CONN_CONNECTED;
     p->pr_next_seq = 1;
     p->pr_sent_seq = 0;
+    p->pr_ring_bytes = 0;
     p->pr_acked_seq = p->pr_received_seq = 0;
     p->pr_expect_seq = 1;
     p->pr_role = hello.role;
