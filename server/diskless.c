@@ -198,17 +198,20 @@ send_away_locked (struct peer *p, uint32_t away, uint64_t fresh)
   }
 }
 
-/* Did the message of ticket t get its answer? */
+/* Did the message of ticket t get its answer?  (Called once its waiter
+ * has completed.)  An applied ACK is final; a received one (protocol B)
+ * counts only while the connection that took the message lasts. */
 static bool
 answered (struct peer *p, const struct peer_ticket *t)
 {
   bool r;
 
-  if (t->pt_seq == 0)
+  if (t->pt_seq == 0 || !t->pt_answered)
     return false;
+  if (t->pt_applied)
+    return true;
   pthread_mutex_lock (&p->pr_lock);
-  r = p->pr_gen == t->pt_gen && p->pr_state == CONN_CONNECTED &&
-      (t->pt_applied ? p->pr_acked_seq : p->pr_received_seq) >= t->pt_seq;
+  r = p->pr_gen == t->pt_gen && p->pr_state == CONN_CONNECTED;
   pthread_mutex_unlock (&p->pr_lock);
   return r;
 }
@@ -248,6 +251,38 @@ send_all (struct peer **tg, size_t n, enum repl_msg_type type,
     ok[i] = answered (tg[i], &t[i]);
 }
 
+/* The first write with a node away starts a new generation: *fresh
+ * becomes its current UUID (else it stays 0).  Nodes in in_gen are
+ * targets of this write again. */
+static int
+new_generation_if_away (struct repl_node *node, enum repl_msg_type type,
+                        uint64_t current, uint32_t away, uint32_t in_gen,
+                        uint64_t *fresh)
+{
+  uint32_t fresh_bits;
+
+  pthread_mutex_lock (&node->n_lock);
+  node->n_dl_gen_away &= ~in_gen;
+  fresh_bits = away & ~node->n_dl_gen_away;
+  if (fresh_bits != 0 && type != REPL_MSG_FLUSH &&
+      node->n_dl_current == current) {
+    if (uuid_generate (fresh) == -1) {
+      pthread_mutex_unlock (&node->n_lock);
+      log_error ("getrandom: %m");
+      errno = EIO;
+      return -1;
+    }
+    node->n_dl_current = *fresh;
+    node->n_dl_gen_away |= away;
+  }
+  pthread_mutex_unlock (&node->n_lock);
+  if (*fresh != 0)
+    log_info ("node %s: first write with storage nodes away (mask 0x%"
+              PRIx32 "): new current UUID %016" PRIx64,
+              node->n_self->nc_name, away, *fresh);
+  return 0;
+}
+
 /* One message's worth of a write, trim, zero or flush. */
 static int
 replicate (struct repl_node *node, enum repl_msg_type type,
@@ -256,11 +291,12 @@ replicate (struct repl_node *node, enum repl_msg_type type,
   struct peer *tg[REPL_MAX_NODES], *done[REPL_MAX_NODES];
   bool ok[REPL_MAX_NODES];
   size_t i, nt = 0, ndone = 0;
-  uint32_t away, lost = 0, in_gen = 0, fresh_bits;
+  uint32_t away, lost = 0, in_gen = 0, gen_away;
   uint64_t current, fresh = 0;
 
   pthread_mutex_lock (&node->n_lock);
   current = node->n_dl_current;
+  gen_away = node->n_dl_gen_away;
   pthread_mutex_unlock (&node->n_lock);
   nt = targets (node, 0, tg, &away);
   for (i = 0; i < nt; i++)
@@ -273,26 +309,13 @@ replicate (struct repl_node *node, enum repl_msg_type type,
     return -1;
   }
 
-  /* The first write with a node away starts a new generation. */
-  pthread_mutex_lock (&node->n_lock);
-  node->n_dl_gen_away &= ~in_gen;
-  fresh_bits = away & ~node->n_dl_gen_away;
-  if (fresh_bits != 0 && type != REPL_MSG_FLUSH &&
-      node->n_dl_current == current) {
-    if (uuid_generate (&fresh) == -1) {
-      pthread_mutex_unlock (&node->n_lock);
-      log_error ("getrandom: %m");
-      errno = EIO;
-      return -1;
-    }
-    node->n_dl_current = fresh;
-    node->n_dl_gen_away |= away;
-  }
-  pthread_mutex_unlock (&node->n_lock);
-  if (fresh != 0)
-    log_info ("node %s: first write with storage nodes away (mask 0x%"
-              PRIx32 "): new current UUID %016" PRIx64,
-              node->n_self->nc_name, away, fresh);
+  /* With every node a target and none marked away there is nothing to
+   * do here (as if done in the first critical section): the common
+   * case takes n_lock once. */
+  if ((away != 0 || (gen_away & in_gen) != 0) &&
+      new_generation_if_away (node, type, current, away, in_gen,
+                              &fresh) == -1)
+    return -1;
 
   send_all (tg, nt, type, flags, buf,
             type == REPL_MSG_FLUSH ? 0 : count,

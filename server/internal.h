@@ -147,6 +147,7 @@ struct inflight {
   uint16_t if_type;             /* enum repl_msg_type */
   bool if_on_send;              /* the waiter was completed on send */
   struct waiter *if_waiter;     /* completed on ack or failure, or NULL */
+  struct peer_ticket *if_ticket;  /* marked answered on ack, or NULL */
   void *if_read_buf;            /* READ_REQ: where the data goes */
   int *if_read_status;          /* ... set to 0 once it is there, or EIO */
   uint32_t if_bytes;            /* the message on the wire */
@@ -335,6 +336,8 @@ struct peer_ticket {
   uint64_t pt_seq;
   bool pt_applied;              /* it waits for the applied ACK, not
                                    just the received one */
+  bool pt_answered;             /* that ACK came (set under pr_lock
+                                   before the waiter completes) */
 };
 
 /* peer-send.c */

@@ -369,6 +369,7 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
   f->if_time_ns = now_ns ();
   f->if_on_send = on_send;
   f->if_waiter = on_send ? NULL : w;
+  f->if_ticket = NULL;
   f->if_read_buf = read_buf;
   f->if_read_status = read_status;
 
@@ -409,6 +410,8 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
     t->pt_seq = seq;
     t->pt_applied = p->pr_node->n_cfg.cf_protocol != 'B' ||
                     type == REPL_MSG_FLUSH || (flags & REPL_FLAG_FUA);
+    t->pt_answered = false;
+    f->if_ticket = t;
   }
   if (hold_for_answer (p, type, count, on_send, t))
     append_locked (p, om);      /* the next ACK sends it (handle_ack) */
