@@ -792,7 +792,6 @@ peer_receive_loop (struct peer *p, uint64_t gen, int fd)
   p->pr_rx_handover = false;
   p->pr_rx_wanted_applied = p->pr_rx_wanted_received = 0;
   p->pr_rx_writer_ns = 0;
-  p->pr_acked_seq = p->pr_received_seq = 0;
   for (;;) {
     int r;
 
