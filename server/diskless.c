@@ -199,8 +199,9 @@ send_away_locked (struct peer *p, uint32_t away, uint64_t fresh)
 }
 
 /* Did the message of ticket t get its answer?  (Called once its waiter
- * has completed.)  An applied ACK is final; a received one (protocol B)
- * counts only while the connection that took the message lasts. */
+ * has completed.)  A message that waited for the applied ACK has it for
+ * good; one that waited only for receipt (protocol B: pt_applied false)
+ * counts only while the connection that took it lasts. */
 static bool
 answered (struct peer *p, const struct peer_ticket *t)
 {
@@ -294,11 +295,11 @@ replicate (struct repl_node *node, enum repl_msg_type type,
   uint32_t away, lost = 0, in_gen = 0, gen_away;
   uint64_t current, fresh = 0;
 
+  nt = targets (node, 0, tg, &away);
   pthread_mutex_lock (&node->n_lock);
   current = node->n_dl_current;
   gen_away = node->n_dl_gen_away;
   pthread_mutex_unlock (&node->n_lock);
-  nt = targets (node, 0, tg, &away);
   for (i = 0; i < nt; i++)
     in_gen |= id_bit (tg[i]);
   if (nt == 0) {

@@ -36,7 +36,8 @@
 #define RX_GRACE_NS (2 * 1000 * 1000)
 
 /* A writer reads its own ACK only while at most this many messages to
- * the peer are unanswered (its own included).  A lone writer (QD1)
+ * the peer are in its window (queued or sent and not yet acknowledged
+ * as applied; its own included).  A lone writer (QD1)
  * saves a wake-up per write that way.  With more, other writers wait
  * too, and each reading writer would end by handing the connection
  * back to the receive thread (one more wake-up); the receive thread
@@ -362,6 +363,21 @@ complete_then_flush (struct peer *p, uint64_t gen, struct waiter **done,
   pthread_mutex_unlock (&p->pr_lock);
 }
 
+/* Does this message wait for the applied ACK, whatever the protocol?
+ * (handle_batch's protocol B shortcut acknowledges receipt of none of
+ * these.) */
+static bool
+needs_applied_ack (const struct inflight *f)
+{
+  switch (f->if_type) {
+  case REPL_MSG_FLUSH: case REPL_MSG_READ_REQ: case REPL_MSG_VERIFY_REQ:
+  case REPL_MSG_OUT_OF_SYNC:
+    return true;
+  default:
+    return f->if_ticket != NULL && f->if_ticket->pt_applied;
+  }
+}
+
 /* Primary: the peer acknowledged everything up to seq: applied, or with
  * `received` (protocol B) only received.  A received message completes
  * its writer but stays in the window until it is applied, so that if
@@ -413,13 +429,28 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
 
   if (received) {
     uint64_t k;
+
+    /* The peer acknowledges receipt only of messages that need not be
+     * applied first (handle_batch); a READ_REQ's data, for one, must
+     * still come. */
+    for (k = 0; k <= seq - first; k++) {
+      const struct inflight *f =
+        &p->pr_ring[(p->pr_ring_head + k) % PEER_WINDOW];
+      if (needs_applied_ack (f)) {
+        peer_fail_locked (p, gen, "protocol error: received-ACK %" PRIu64
+                          " covers %s %" PRIu64 ", which must be applied "
+                          "first", seq, wire_type_name (f->if_type),
+                          f->if_seq);
+        pthread_mutex_unlock (&p->pr_lock);
+        return -1;
+      }
+    }
     if (seq > p->pr_received_seq)
       p->pr_received_seq = seq;
     for (k = 0; k <= seq - first; k++) {
       struct inflight *f = &p->pr_ring[(p->pr_ring_head + k) % PEER_WINDOW];
       if (f->if_ticket) {
-        if (!f->if_ticket->pt_applied)
-          f->if_ticket->pt_answered = true;
+        f->if_ticket->pt_answered = true;
         f->if_ticket = NULL;    /* its writer may return now */
       }
       if (f->if_waiter) {
@@ -449,8 +480,10 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
       wake = true;
       break;
     }
-    if (f->if_ticket)
+    if (f->if_ticket) {
       f->if_ticket->pt_answered = true;
+      f->if_ticket = NULL;
+    }
     if (f->if_waiter)
       done[ndone++] = f->if_waiter;
     p->pr_ring_bytes -= f->if_bytes;
