@@ -138,6 +138,29 @@ struct out_msg {
   bool om_done;                 /* sent or dropped; no longer referenced */
 };
 
+/* A set of short-lived threads, every one joined (thread-set.c). */
+#define THREAD_SET_MAX 64
+/* Listener handshakes in progress at once; more connections are
+ * refused (listener.c). */
+#define MAX_HANDSHAKES 16
+/* TLS relays at once: one per TLS connection, established or in its
+ * handshake (peer-tls.c); far more than 2 per peer + MAX_HANDSHAKES. */
+#define MAX_TLS_RELAYS 64
+struct thread_set {
+  pthread_mutex_t ts_lock;
+  pthread_cond_t ts_cond;
+  unsigned ts_running;          /* started, not yet finished */
+  unsigned ts_max;              /* at most this many running */
+  size_t ts_ndone;              /* finished, not yet joined */
+  pthread_t ts_done[THREAD_SET_MAX];
+};
+extern void thread_set_init (struct thread_set *ts, unsigned max);
+extern void thread_set_destroy (struct thread_set *ts);
+extern int thread_set_start (struct thread_set *ts, void *(*fn) (void *),
+                             void *arg);
+extern void thread_set_finish (struct thread_set *ts);
+extern void thread_set_wait (struct thread_set *ts);
+
 /* A message sent to the peer and not yet acknowledged. */
 struct inflight {
   uint64_t if_seq;
@@ -171,6 +194,8 @@ struct peer {
   int pr_incoming_fd;           /* handed over by the listener, or -1 */
   struct repl_hello pr_incoming_hello;
   char pr_incoming_from[64];    /* its address, for log lines */
+  uint64_t pr_accepted;         /* the listener's number of the newest
+                                   connection handed over */
   bool pr_stopping;
 
   /* Send queue (flat combining: whoever finds no sender sends for all). */
@@ -301,7 +326,8 @@ extern void peer_fail_locked (struct peer *p, uint64_t gen,
                               const char *fmt, ...)
   __attribute__ ((format (printf, 3, 4)));
 extern void peer_hand_over (struct peer *p, int fd, const char *from,
-                            const struct repl_hello *hello);
+                            const struct repl_hello *hello,
+                            uint64_t accepted);
 extern const char *conn_state_name (enum conn_state state);
 extern int peer_check_hello (struct peer *p, const struct repl_hello *h,
                              bool decide, char *err, size_t errlen);
@@ -446,8 +472,8 @@ struct repl_node {
   int n_stop_fd;                /* eventfd: readable once stopping */
   SSL_CTX *n_tls_client;        /* tls: true (peer-tls.c); else NULL */
   SSL_CTX *n_tls_server;
-  unsigned n_tls_relays;        /* relay threads running; n_lock */
-  unsigned n_handshakes;        /* listener handshake threads; n_lock */
+  struct thread_set n_tls_relays;  /* TLS relay threads (peer-tls.c) */
+  struct thread_set n_handshakes;  /* listener handshakes (listener.c) */
   bool n_started;
   pthread_t n_listener, n_ticker, n_control;
 

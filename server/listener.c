@@ -33,9 +33,6 @@
 /* A peer has this long to send its HELLO. */
 #define HELLO_TIMEOUT_MS 5000
 
-/* Handshakes in progress at once; more connections are refused. */
-#define MAX_HANDSHAKES 16
-
 static void
 describe (const struct sockaddr_storage *ss, char *buf, size_t len)
 {
@@ -126,7 +123,7 @@ log_hello_error (const char *from)
 }
 
 static void
-handle (struct repl_node *node, int fd, const char *from)
+handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
 {
   uint8_t hbuf[REPL_HDR_SIZE], pbuf[REPL_HELLO_SIZE];
   struct repl_hello hello;
@@ -201,7 +198,7 @@ handle (struct repl_node *node, int fd, const char *from)
     goto refuse;
   }
   X509_free (cert);
-  peer_hand_over (p, fd, from, &hello);
+  peer_hand_over (p, fd, from, &hello, accepted);
   return;
 
  refuse:
@@ -212,6 +209,7 @@ handle (struct repl_node *node, int fd, const char *from)
 struct handshake {
   struct repl_node *hs_node;
   int hs_fd;
+  uint64_t hs_accepted;         /* 1 for the first connection accepted */
   char hs_from[INET6_ADDRSTRLEN + 16];
 };
 
@@ -221,58 +219,37 @@ handshake_thread (void *arg)
   struct handshake *hs = arg;
   struct repl_node *node = hs->hs_node;
 
-  handle (node, hs->hs_fd, hs->hs_from);
+  handle (node, hs->hs_fd, hs->hs_from, hs->hs_accepted);
   free (hs);
-  pthread_mutex_lock (&node->n_lock);
-  node->n_handshakes--;
-  pthread_cond_broadcast (&node->n_cond);
-  pthread_mutex_unlock (&node->n_lock);
+  thread_set_finish (&node->n_handshakes);
   return NULL;
 }
 
 /* Start the handshake of a new connection in a thread of its own. */
 static void
-start_handshake (struct repl_node *node, int fd, const char *from)
+start_handshake (struct repl_node *node, int fd, const char *from,
+                 uint64_t accepted)
 {
-  struct handshake *hs;
-  pthread_attr_t attr;
-  pthread_t tid;
-  bool full;
-  int e;
+  struct handshake *hs = malloc (sizeof *hs);
 
-  pthread_mutex_lock (&node->n_lock);
-  full = node->n_handshakes >= MAX_HANDSHAKES;
-  if (!full)
-    node->n_handshakes++;
-  pthread_mutex_unlock (&node->n_lock);
-  if (full) {
-    refuse_log (from, "%d other connections are still in their handshake; "
-                "refused", MAX_HANDSHAKES);
+  if (hs == NULL) {
+    log_error ("connection from %s: cannot start its handshake: %m", from);
     close (fd);
     return;
   }
-
-  hs = malloc (sizeof *hs);
-  e = hs == NULL ? errno : 0;
-  if (hs != NULL) {
-    hs->hs_node = node;
-    hs->hs_fd = fd;
-    snprintf (hs->hs_from, sizeof hs->hs_from, "%s", from);
-    pthread_attr_init (&attr);
-    pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
-    e = pthread_create (&tid, &attr, handshake_thread, hs);
-    pthread_attr_destroy (&attr);
-    if (e == 0)
-      return;
-    free (hs);
-  }
-  errno = e;
-  log_error ("connection from %s: cannot start its handshake: %m", from);
+  hs->hs_node = node;
+  hs->hs_fd = fd;
+  hs->hs_accepted = accepted;
+  snprintf (hs->hs_from, sizeof hs->hs_from, "%s", from);
+  if (thread_set_start (&node->n_handshakes, handshake_thread, hs) == 0)
+    return;
+  if (errno == EAGAIN)
+    refuse_log (from, "%d other connections are still in their handshake; "
+                "refused", MAX_HANDSHAKES);
+  else
+    log_error ("connection from %s: cannot start its handshake: %m", from);
+  free (hs);
   close (fd);
-  pthread_mutex_lock (&node->n_lock);
-  node->n_handshakes--;
-  pthread_cond_broadcast (&node->n_cond);
-  pthread_mutex_unlock (&node->n_lock);
 }
 
 /* Stopping (n_stop_fd is readable, so every handshake gives up at
@@ -280,16 +257,14 @@ start_handshake (struct repl_node *node, int fd, const char *from)
 void
 listener_wait_handshakes (struct repl_node *node)
 {
-  pthread_mutex_lock (&node->n_lock);
-  while (node->n_handshakes > 0)
-    pthread_cond_wait (&node->n_cond, &node->n_lock);
-  pthread_mutex_unlock (&node->n_lock);
+  thread_set_wait (&node->n_handshakes);
 }
 
 void *
 listener_thread (void *arg)
 {
   struct repl_node *node = arg;
+  uint64_t accepted = 0;
 
   for (;;) {
     struct pollfd pfd[2] = {
@@ -317,7 +292,7 @@ listener_thread (void *arg)
       continue;
     }
     describe (&ss, from, sizeof from);
-    start_handshake (node, fd, from);
+    start_handshake (node, fd, from, ++accepted);
   }
   return NULL;
 }

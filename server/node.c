@@ -168,6 +168,8 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     pthread_condattr_destroy (&attr);
   }
   ilock_init (&node->n_ilock);
+  thread_set_init (&node->n_handshakes, MAX_HANDSHAKES);
+  thread_set_init (&node->n_tls_relays, MAX_TLS_RELAYS);
 
   if (config_load (config_path, &node->n_cfg, err, sizeof err) == -1) {
     log_error ("%s", err);
@@ -347,6 +349,8 @@ engine_destroy (struct repl_node *node)
   volume_close (&node->n_vol);
   config_free (&node->n_cfg);
   ilock_destroy (&node->n_ilock);
+  thread_set_destroy (&node->n_handshakes);
+  thread_set_destroy (&node->n_tls_relays);
   pthread_cond_destroy (&node->n_cond);
   pthread_cond_destroy (&node->n_al_cond);
   pthread_mutex_destroy (&node->n_al_lock);

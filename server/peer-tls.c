@@ -77,10 +77,7 @@ peer_tls_init (struct repl_node *node)
 void
 peer_tls_fini (struct repl_node *node)
 {
-  pthread_mutex_lock (&node->n_lock);
-  while (node->n_tls_relays > 0)
-    pthread_cond_wait (&node->n_cond, &node->n_lock);
-  pthread_mutex_unlock (&node->n_lock);
+  thread_set_wait (&node->n_tls_relays);
   SSL_CTX_free (node->n_tls_client);
   SSL_CTX_free (node->n_tls_server);
   node->n_tls_client = node->n_tls_server = NULL;
@@ -358,11 +355,7 @@ relay_thread (void *arg)
   free (rl->rl_in);
   free (rl);
   ERR_clear_error ();
-
-  pthread_mutex_lock (&node->n_lock);
-  node->n_tls_relays--;
-  pthread_cond_broadcast (&node->n_cond);
-  pthread_mutex_unlock (&node->n_lock);
+  thread_set_finish (&node->n_tls_relays);
   return NULL;
 }
 
@@ -373,9 +366,7 @@ start_relay (struct repl_node *node, SSL *ssl, int fd, const char *name,
              char *err, size_t errlen)
 {
   struct relay *rl = calloc (1, sizeof *rl);
-  int sv[2] = { -1, -1 }, size = PAIR_BUF, e;
-  pthread_attr_t attr;
-  pthread_t tid;
+  int sv[2] = { -1, -1 }, size = PAIR_BUF;
 
   if (rl == NULL || (rl->rl_out = malloc (RELAY_BUF)) == NULL ||
       (rl->rl_in = malloc (RELAY_BUF)) == NULL ||
@@ -399,19 +390,12 @@ start_relay (struct repl_node *node, SSL *ssl, int fd, const char *name,
   snprintf (rl->rl_name, sizeof rl->rl_name, "%s", name);
   SSL_set_read_ahead (ssl, 1);
 
-  pthread_mutex_lock (&node->n_lock);
-  node->n_tls_relays++;
-  pthread_mutex_unlock (&node->n_lock);
-  pthread_attr_init (&attr);
-  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
-  e = pthread_create (&tid, &attr, relay_thread, rl);
-  pthread_attr_destroy (&attr);
-  if (e != 0) {
-    pthread_mutex_lock (&node->n_lock);
-    node->n_tls_relays--;
-    pthread_mutex_unlock (&node->n_lock);
-    errno = e;
-    snprintf (err, errlen, "TLS relay: pthread_create: %m");
+  if (thread_set_start (&node->n_tls_relays, relay_thread, rl) == -1) {
+    if (errno == EAGAIN)
+      snprintf (err, errlen, "TLS relay: %d TLS connections already; "
+                "refused", MAX_TLS_RELAYS);
+    else
+      snprintf (err, errlen, "TLS relay: pthread_create: %m");
     goto fail;
   }
   return sv[0];

@@ -181,12 +181,26 @@ peer_refuse (struct peer *p, const char *addr, bool incoming, const char *why)
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-/* The listener accepted a connection from this peer and read its hello. */
+/* The listener accepted a connection from this peer (its accepted-th)
+ * and read its hello. */
 void
 peer_hand_over (struct peer *p, int fd, const char *from,
-                const struct repl_hello *hello)
+                const struct repl_hello *hello, uint64_t accepted)
 {
   pthread_mutex_lock (&p->pr_lock);
+  /* Handshakes run in parallel (listener.c): one that stalled may end
+   * after a later connection from the same peer was handed over.  The
+   * peer dialled again because it gave the stalled one up; it must not
+   * replace the newer link. */
+  if (accepted < p->pr_accepted) {
+    pthread_mutex_unlock (&p->pr_lock);
+    peer_refuse (p, from, true, "this connection finished its handshake "
+                 "after a newer one from the same node; dropped (the "
+                 "newer one stays)");
+    close (fd);
+    return;
+  }
+  p->pr_accepted = accepted;
   if (p->pr_incoming_fd >= 0)
     close (p->pr_incoming_fd);
   p->pr_incoming_fd = fd;

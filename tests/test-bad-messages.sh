@@ -132,4 +132,46 @@ grep -q "peer connected again; replacing the old connection" "$log1" ||
     fail "the second connection as node0 was not logged"
 status_json node1 >/dev/null || fail "control socket dead after the duplicate connections"
 info "same node id twice: the first connection closed, logged"
+
+# A connection that stalls in its handshake and finishes it after a newer
+# connection from the same node was handed over (handshakes run in
+# parallel): it is dropped and logged; the newer link stays and works.
+/usr/bin/python3 - "$port" <<'PY' || fail "the stale handshake test failed"
+import socket, struct, sys
+from peerwire import *
+port = int(sys.argv[1])
+h = hello(0, 1, PRIMARY, UPTODATE, 1 << 20, current=0x1234567890abcdef,
+          flags=5)
+old = socket.create_connection(("127.0.0.1", port), timeout=10)
+old.sendall(h[:HDR_SIZE + 16])          # accepted first; stalls
+new = socket.create_connection(("127.0.0.1", port), timeout=10)
+new.sendall(h)
+recv_exact(new, HDR_SIZE + HELLO_SIZE)  # handed over: node1 answered it
+old.sendall(h[HDR_SIZE + 16:])          # the old handshake ends now
+try:
+    answer = old.recv(4096)
+except socket.timeout:
+    sys.exit("the stale connection was neither answered nor closed")
+if answer:
+    sys.exit("the stale connection was answered: it replaced the newer one")
+new.sendall(hdr(WRITE, length=512, count=512, seq=1, off=12288) + b"N" * 512)
+got = b""
+while True:
+    chunk = new.recv(4096)
+    if not chunk:
+        sys.exit("the newer connection was closed")
+    got += chunk
+    while len(got) >= HDR_SIZE:
+        magic, t, fl, ln, cnt, seq, off = struct.unpack(">IHHIIQQ", got[:HDR_SIZE])
+        if len(got) < HDR_SIZE + ln:
+            break
+        got = got[HDR_SIZE + ln:]
+        if t == ACK and seq == 1:
+            sys.exit(0)
+PY
+grep -q "finished its handshake after a newer one from the same node; dropped" "$log1" ||
+    fail "the stale connection was not logged"
+cmp -s <(dd if="$(disk node1)" bs=512 skip=24 count=1 status=none) <(printf 'N%.0s' $(seq 512)) ||
+    fail "the WRITE on the newer connection is not on the disk"
+info "stale handshake: dropped and logged, the newer connection kept"
 info "ok"
