@@ -118,6 +118,21 @@ needs_durable (const struct repl_hdr *h)
   return h->type == REPL_MSG_FLUSH || (h->flags & REPL_FLAG_FUA);
 }
 
+/* Protocol B: may the peer acknowledge this message on receipt, before
+ * applying it?  Only data that asks for nothing more: never what wants
+ * durability (FLUSH, FUA), an answer (READ_REQ, VERIFY_REQ) or a
+ * bitmap update (OUT_OF_SYNC).  The one rule for both sides: the
+ * secondary acknowledges receipt of these only (handle_batch), and the
+ * primary refuses a receipt ACK covering anything else
+ * (needs_applied_ack). */
+static bool
+receipt_ack_allowed (unsigned type, uint16_t flags)
+{
+  return is_data (type) && type != REPL_MSG_FLUSH &&
+         !(flags & REPL_FLAG_FUA) && type != REPL_MSG_READ_REQ &&
+         type != REPL_MSG_VERIFY_REQ && type != REPL_MSG_OUT_OF_SYNC;
+}
+
 /* Send a cumulative ACK for seq and wait until it has left (its header
  * lives in the peer, which we may only rewrite once it has been sent). */
 static void
@@ -368,19 +383,14 @@ complete_then_flush (struct peer *p, uint64_t gen, bool held,
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-/* Does this message wait for the applied ACK, whatever the protocol?
- * (handle_batch's protocol B shortcut acknowledges receipt of none of
- * these.) */
+/* Does this message wait for the applied ACK?  By its type
+ * (receipt_ack_allowed), or by its writer's ticket: protocol C, or FUA
+ * (the ring keeps no flags; FUA travels in the ticket as pt_applied). */
 static bool
 needs_applied_ack (const struct inflight *f)
 {
-  switch (f->if_type) {
-  case REPL_MSG_FLUSH: case REPL_MSG_READ_REQ: case REPL_MSG_VERIFY_REQ:
-  case REPL_MSG_OUT_OF_SYNC:
-    return true;
-  default:
-    return f->if_ticket != NULL && f->if_ticket->pt_applied;
-  }
+  return !receipt_ack_allowed (f->if_type, 0) ||
+         (f->if_ticket != NULL && f->if_ticket->pt_applied);
 }
 
 /* Primary: the peer acknowledged everything up to seq: applied, or with
@@ -598,9 +608,8 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
   if (proto_b) {
     for (pos = 0; len - pos >= REPL_HDR_SIZE; pos += REPL_HDR_SIZE + h.length) {
       if (wire_decode_hdr (buf + pos, &h, err, sizeof err) == -1 ||
-          len - pos - REPL_HDR_SIZE < h.length || !is_data (h.type) ||
-          needs_durable (&h) || h.type == REPL_MSG_VERIFY_REQ ||
-          h.type == REPL_MSG_READ_REQ || h.type == REPL_MSG_OUT_OF_SYNC ||
+          len - pos - REPL_HDR_SIZE < h.length ||
+          !receipt_ack_allowed (h.type, h.flags) ||
           h.seq != p->pr_expect_seq + (received))
         break;
       received++;
