@@ -344,14 +344,14 @@ replicate (struct repl_node *node, enum repl_msg_type type,
               0, 0, ok);
     for (i = 0; i < ndone; i++)
       if (ok[i])
-        return 0;
+        return role_complete_write (node, true);
     log_error ("node %s: %s at offset %" PRIu64 ": no storage node "
                "confirmed what a lost node may lack",
                node->n_self->nc_name, wire_type_name (type), offset);
     errno = EIO;
     return -1;
   }
-  return 0;
+  return role_complete_write (node, lost != 0 || away != 0);
 }
 
 int

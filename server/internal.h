@@ -579,6 +579,7 @@ extern void role_changed (struct repl_node *node);
 extern bool node_has_quorum (struct repl_node *node);
 extern void node_quorum_changed (struct repl_node *node);
 extern int role_check_write (struct repl_node *node);
+extern int role_complete_write (struct repl_node *node, bool lost);
 
 /* listener.c */
 extern void *listener_thread (void *arg);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "internal.h"
 #include "log.h"
 
@@ -94,6 +95,43 @@ role_check_write (struct repl_node *node)
   else if (r == -1)
     errno = EIO;
   return r;
+}
+
+/* A write has reached the local disk and every peer that stayed, but
+ * some storage peer did not take it (lost: the connection failed while
+ * the write waited for it, or it was away when the write was sent).  It
+ * may be reported as done only if this node has quorum now, counting
+ * the peers connected at this moment: otherwise the majority, which may
+ * already have promoted another node, may not hold it.  Without quorum
+ * the write fails with EIO (on-no-quorum: io-error) or waits until
+ * quorum is back (suspend-io; EIO if the node stops first).  With
+ * quorum off, or when every peer took it, nothing to check: the peers
+ * that missed it have the range in their bitmap.  Returns 0, or -1 with
+ * errno = EIO. */
+int
+role_complete_write (struct repl_node *node, bool lost)
+{
+  if (!lost || node->n_cfg.cf_quorum == REPL_QUORUM_OFF)
+    return 0;
+  /* Counted afresh: n_quorum is updated only once the peer thread has
+   * torn the connection down, after this writer was released. */
+  if (node_has_quorum (node))
+    return 0;
+  node_quorum_changed (node);
+  if (!node->n_cfg.cf_on_no_quorum_suspend) {
+    errno = EIO;
+    return -1;
+  }
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+    while (!node->n_quorum && !node->n_stopping)
+      pthread_cond_wait (&node->n_cond, &node->n_lock);
+    if (!node->n_quorum) {
+      errno = EIO;
+      return -1;
+    }
+  }
+  return 0;
 }
 
 /* Tell one peer our role and disk state (if connected). */

@@ -10,7 +10,8 @@
  *   3. applies it to the local disk while the peers do the same;
  *   4. waits for every peer's acknowledgement (protocol C: on the peer's
  *      disk; B: received; A: sent).  A peer lost meanwhile has the range
- *      marked dirty instead; the client's request still succeeds.
+ *      marked dirty instead; the client's request then succeeds only if
+ *      the node still has quorum (role_complete_write).
  * FUA and flush wait, under every protocol, until the data is durable on
  * every connected peer.
  */
@@ -89,6 +90,7 @@ replicate (struct repl_node *node, const struct local_op *op,
   struct waiter w;
   size_t i;
   int r, saved_errno;
+  bool lost = false;
 
   if (op->lo_fua)
     flags |= REPL_FLAG_FUA;
@@ -100,10 +102,11 @@ replicate (struct repl_node *node, const struct local_op *op,
     tickets[i] = (struct peer_ticket) { .pt_seq = 0 };
     if (node->n_peers[i]->pr_cfg->nc_diskless)
       continue;                 /* a diskless secondary keeps nothing */
-    peer_submit (node->n_peers[i], op->lo_type, flags, op->lo_buf,
-                 op->lo_type == REPL_MSG_FLUSH ? 0 : count,
-                 op->lo_type == REPL_MSG_FLUSH ? 0 : offset, &w, &msgs[i],
-                 &tickets[i]);
+    if (peer_submit (node->n_peers[i], op->lo_type, flags, op->lo_buf,
+                     op->lo_type == REPL_MSG_FLUSH ? 0 : count,
+                     op->lo_type == REPL_MSG_FLUSH ? 0 : offset, &w,
+                     &msgs[i], &tickets[i]) == 0)
+      lost = true;              /* away: the range is in its bitmap */
   }
   r = local_apply (node, op, count, offset);
   saved_errno = errno;
@@ -117,8 +120,16 @@ replicate (struct repl_node *node, const struct local_op *op,
   waiter_destroy (&w);
   if (r == -1 && op->lo_type != REPL_MSG_FLUSH)
     mark_failed_local (node, count, offset);
-  errno = saved_errno;
-  return r;
+  if (r == -1) {
+    errno = saved_errno;
+    return -1;
+  }
+  /* A peer lost while we waited: its connection failed the message
+   * without an answer (and put the range in its bitmap). */
+  for (i = 0; i < node->n_npeers; i++)
+    if (tickets[i].pt_seq != 0 && !tickets[i].pt_answered)
+      lost = true;
+  return role_complete_write (node, lost);
 }
 
 /* Writes, trims and zeroes: split into messages the wire allows, all
