@@ -61,12 +61,11 @@ struct peer_snapshot {
   uint64_t msgs_sent, bytes_sent, sends;
   uint64_t connected_for_ms;
   uint64_t resync_elapsed_ns;   /* since the resync started */
-  bool bitmap_pending;          /* sync source waiting for the target's
-                                   bitmap */
+  enum repl_state repl;         /* as stored (state.c) */
   struct gen_uuids peer_uuids;  /* as the peer told us */
   int decision;                 /* enum uuid_decision, or -1: none yet */
   int md_slot;
-  bool verifying, verify_finished;
+  bool verify_finished;
   uint64_t verify_total, verify_done, verify_oos;
   char last_error[512];
 };
@@ -98,33 +97,30 @@ snapshot_peer (struct peer *p, bool we_are_primary, struct peer_snapshot *s)
   s->ever_connected = p->pr_gen > 0;
   s->role = p->pr_role;
   s->disk = p->pr_disk;
-  s->resyncing = p->pr_resyncing;
+  s->repl = p->pr_repl;
+  s->resyncing = peer_resyncing_locked (p);
   s->resync_total = p->pr_resync_total;
   s->resync_done = p->pr_resync_done;
-  if (we_are_primary)
-    s->out_of_sync = bitmap_dirty_bytes (&p->pr_bitmap);
-  else if (p->pr_resyncing)
+  /* What our bitmap for the peer marks; a sync target counts down what
+   * its source announced. */
+  if (p->pr_repl == REPL_SYNC_TARGET)
     s->out_of_sync = p->pr_resync_total > p->pr_resync_done
       ? p->pr_resync_total - p->pr_resync_done : 0;
-  else if (p->pr_node->n_cfg.cf_has_diskless && !p->pr_node->n_diskless &&
-           !p->pr_cfg->nc_diskless)
-    /* Storage nodes of a diskless primary track each other. */
-    s->out_of_sync = bitmap_dirty_bytes (&p->pr_bitmap);
+  else if (p->pr_node->n_diskless || p->pr_cfg->nc_diskless)
+    s->out_of_sync = 0;         /* no data on one side: nothing to lack */
   else
-    s->out_of_sync = 0;
+    s->out_of_sync = bitmap_dirty_bytes (&p->pr_bitmap);
   s->in_flight = p->pr_ring_count;
   s->msgs_sent = p->pr_msgs_sent;
   s->bytes_sent = p->pr_bytes_sent;
   s->sends = p->pr_sends;
   s->connected_for_ms = p->pr_state == CONN_CONNECTED
     ? (now_ns () - p->pr_connected_ns) / 1000000 : 0;
-  s->resync_elapsed_ns = p->pr_state == CONN_CONNECTED && p->pr_resyncing
+  s->resync_elapsed_ns = s->resyncing
     ? now_ns () - p->pr_resync_start_ns : 0;
-  s->bitmap_pending = p->pr_bitmap_pending;
   s->peer_uuids = p->pr_peer_uuids;
   s->decision = s->ever_connected ? p->pr_decision : -1;
   s->md_slot = p->pr_md_slot;
-  s->verifying = p->pr_verifying;
   s->verify_finished = p->pr_verify_finished;
   s->verify_total = p->pr_verify_total;
   s->verify_done = p->pr_verify_done;
@@ -198,15 +194,9 @@ peer_bitmap_uuid (const struct node_snapshot *ns,
 
 /* DRBD's replication states: how data flows on this connection. */
 static const char *
-replication_name (const struct peer_snapshot *s, bool we_are_primary)
+replication_name (const struct peer_snapshot *s)
 {
-  if (s->state != CONN_CONNECTED)
-    return "Off";
-  if (s->resyncing)
-    return we_are_primary ? "SyncSource" : "SyncTarget";
-  if (we_are_primary && s->bitmap_pending)
-    return "WFBitMapS";
-  return "Established";
+  return repl_state_name (s->repl);
 }
 
 /* The peer's disk as far as we know.  While disconnected: DUnknown,
@@ -467,9 +457,9 @@ human_peer_gen (struct buf *b, const struct node_snapshot *ns,
     buf_printf (b, "\n");
   }
 
-  if (s->verifying || s->verify_total > 0)
+  if (s->repl == REPL_VERIFY_S || s->verify_total > 0)
     buf_printf (b, "    verify:%s %" PRIu64 "%% found-out-of-sync:%" PRIu64
-                "\n", s->verifying ? "running" :
+                "\n", s->repl == REPL_VERIFY_S ? "running" :
                 s->verify_finished ? "finished" : "interrupted",
                 s->verify_total ? s->verify_done * 100 / s->verify_total : 0,
                 s->verify_oos);
@@ -575,7 +565,7 @@ json_peer_gen (struct buf *b, const struct node_snapshot *ns,
     buf_printf (b, "null");
   buf_printf (b, ",\"verify\":{\"state\":\"%s\",\"total_bytes\":%" PRIu64
               ",\"done_bytes\":%" PRIu64 ",\"out_of_sync_bytes\":%" PRIu64
-              "}", s->verifying ? "running" : s->verify_total == 0 ? "none" :
+              "}", s->repl == REPL_VERIFY_S ? "running" : s->verify_total == 0 ? "none" :
               s->verify_finished ? "finished" : "interrupted",
               s->verify_total, s->verify_done, s->verify_oos);
 }
@@ -640,7 +630,7 @@ control_status (struct repl_node *node, bool json)
                   conn_state_name (s->state),
                   s->disk_known ? role_name (s->role) : "Unknown",
                   peer_disk_name (s, primary),
-                  replication_name (s, primary), s->out_of_sync,
+                  replication_name (s), s->out_of_sync,
                   s->resync_total, s->resync_done, resync_percent (s),
                   s->in_flight, s->msgs_sent, s->bytes_sent, s->sends,
                   s->connected_for_ms);
@@ -682,7 +672,7 @@ control_status (struct repl_node *node, bool json)
       if (s->state == CONN_CONNECTED)
         buf_printf (&b, " role:%s disk:%s replication:%s",
                     role_name (s->role), disk_state_name (s->disk),
-                    replication_name (s, primary));
+                    replication_name (s));
       else
         buf_printf (&b, " disk:%s", peer_disk_name (s, primary));
       buf_printf (&b, "\n    out-of-sync:%s in-flight:%" PRIu64, oos,

@@ -33,14 +33,15 @@ id_bit (const struct peer *p)
   return UINT32_C (1) << p->pr_cfg->nc_id;
 }
 
+/* Is the primary, as far as this node knows, none or a diskless node?
+ * (Then storage secondaries resync each other: nobody else has data to
+ * resync them from.) */
 bool
-node_primary_is_diskless_or_none (struct repl_node *node)
+node_no_storage_primary (struct repl_node *node)
 {
   const struct repl_node_cfg *c;
   int id;
 
-  if (!node->n_cfg.cf_has_diskless)
-    return false;
   pthread_mutex_lock (&node->n_lock);
   id = node->n_primary_id;
   pthread_mutex_unlock (&node->n_lock);
@@ -48,6 +49,12 @@ node_primary_is_diskless_or_none (struct repl_node *node)
     return true;
   c = config_find_node_id (&node->n_cfg, id);
   return c != NULL && c->nc_diskless;
+}
+
+bool
+node_primary_is_diskless_or_none (struct repl_node *node)
+{
+  return node->n_cfg.cf_has_diskless && node_no_storage_primary (node);
 }
 
 /* The hello of a connection where one side is diskless: no generations

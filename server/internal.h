@@ -18,6 +18,7 @@
 #include "metadata.h"
 #include "uuid-compare.h"
 #include "repl-config.h"
+#include "repl-state.h"
 #include "wire.h"
 #include "engine.h"
 
@@ -226,11 +227,16 @@ struct peer {
   struct gen_uuids pr_hello_uuids; /* what our last hello told the peer */
   uint64_t pr_hello_changes;    /* the change count our last hello told
                                    the peer: what it expects a bitmap of */
+  bool pr_resync_deferred;      /* we are its sync target, but another
+                                   peer resyncs us first: decide again
+                                   once that ends (peer-sync.c) */
   bool pr_split_brain;          /* the last connect attempt found split
                                    brain (the handler ran once for it) */
-  bool pr_bitmap_pending;       /* sync source: the target's bitmap has
-                                   not all arrived; no resync before */
-  uint64_t pr_bitmap_rx_bytes;  /* ... bytes of it so far */
+  enum repl_state pr_repl;      /* the replication state (state.c):
+                                   changed by peer_set_repl_locked only */
+  uint64_t pr_repl_since_ns;    /* ... when it last changed */
+  uint64_t pr_bitmap_rx_bytes;  /* WFBitMapS: bytes of the target's
+                                   bitmap so far */
 
   /* The peer's state as it told us (hello) or as we know it. */
   enum repl_role pr_role;
@@ -242,7 +248,6 @@ struct peer {
   bool pr_resync_wanted;        /* kick the resync thread */
   pthread_cond_t pr_resync_cond; /* the resync thread waits here, not on
                                    pr_cond, which every send broadcasts */
-  bool pr_resyncing;
   uint64_t pr_resync_start_ns;  /* when the current resync started */
   uint64_t pr_bitmap_persist_ns; /* sync target: bitmap last written */
   uint64_t pr_bitmap_persist_from; /* ... up to this offset */
@@ -251,7 +256,6 @@ struct peer {
 
   /* Online verify (verify.c). */
   bool pr_verify_wanted;        /* kick the resync thread to verify */
-  bool pr_verifying;
   bool pr_verify_finished;      /* the last verify ran to the end */
   uint64_t pr_verify_total, pr_verify_done;
   uint64_t pr_verify_oos;       /* bytes found out of sync */
@@ -396,6 +400,8 @@ extern void sync_on_connect (struct peer *p, uint64_t gen,
                              const struct repl_hello *h);
 extern void sync_on_lost (struct peer *p);
 extern void sync_send_uuids (struct peer *p);
+extern bool sync_claim_source (struct peer *p, bool preempt);
+extern void sync_release_source (struct peer *p, const char *why);
 extern int sync_handle (struct peer *p, uint64_t gen,
                         const struct repl_hdr *h, const uint8_t *payload);
 
@@ -417,6 +423,10 @@ extern int engine_resync (struct repl_node *node, char *err, size_t errlen);
 extern int engine_invalidate (struct repl_node *node, char *err,
                               size_t errlen);
 
+/* state.c */
+extern int peer_set_repl_locked (struct peer *p, enum repl_state to);
+extern bool peer_resyncing_locked (const struct peer *p);
+
 /* resync.c */
 extern void *resync_thread (void *arg);
 
@@ -431,6 +441,7 @@ extern int diskless_ranged (struct repl_node *node, enum repl_msg_type type,
 extern int diskless_pread (struct repl_node *node, void *buf, uint32_t count,
                            uint64_t offset);
 extern bool node_primary_is_diskless_or_none (struct repl_node *node);
+extern bool node_no_storage_primary (struct repl_node *node);
 
 extern void role_tell_state (struct peer *p);
 extern int gen_start_for_away (struct repl_node *node, uint32_t away,
@@ -487,6 +498,15 @@ struct repl_node {
   enum repl_role n_role;
   enum repl_disk_state n_disk;
   int n_primary_id;             /* the primary as far as we know, or -1 */
+  bool n_start_pending;         /* role=primary at start, not yet
+                                   confirmed: no client until it is, and
+                                   a connected Primary peer makes this
+                                   node Secondary instead (role.c) */
+  uint64_t n_start_deadline_ns; /* ... confirmed at the latest then */
+  int n_sync_source_id;         /* the peer that resyncs this node (its
+                                   connection is WFBitMapT or
+                                   SyncTarget), or -1: one at a time
+                                   (peer-sync.c) */
   bool n_quorum;                /* as of the last peer change (role.c) */
   atomic_bool n_gen_pending;    /* a peer may be away with bitmap UUID 0:
                                    check before the next write
@@ -580,6 +600,11 @@ extern bool node_has_quorum (struct repl_node *node);
 extern void node_quorum_changed (struct repl_node *node);
 extern int role_check_write (struct repl_node *node);
 extern int role_complete_write (struct repl_node *node, bool lost);
+extern void role_start_check (struct repl_node *node);
+extern bool role_start_yield (struct repl_node *node, struct peer *p);
+extern void role_start_wait (struct repl_node *node);
+extern int role_check_peer_role (struct repl_node *node, struct peer *p,
+                                 uint32_t role, char *err, size_t errlen);
 
 /* listener.c */
 extern void *listener_thread (void *arg);

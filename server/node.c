@@ -155,6 +155,7 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   node->n_listen_fd = node->n_control_fd = node->n_stop_fd = -1;
   node->n_md_fd = -1;
   node->n_primary_id = -1;
+  node->n_sync_source_id = -1;
   pthread_mutex_init (&node->n_lock, NULL);
   pthread_mutex_init (&node->n_role_lock, NULL);
   pthread_mutex_init (&node->n_md_io_lock, NULL);
@@ -193,6 +194,7 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   if (peer_tls_init (node) == -1)
     goto err;
   node->n_role = primary ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
+  node->n_start_pending = primary && node->n_cfg.cf_nnodes > 1;
   if (primary)
     node->n_primary_id = self->nc_id;
 
@@ -282,6 +284,10 @@ engine_start (struct repl_node *node)
     log_error ("pthread_create: %m");
     return -1;
   }
+  pthread_mutex_lock (&node->n_lock);
+  node->n_start_deadline_ns = now_ns () +
+    node->n_cfg.cf_ping_timeout_ms * UINT64_C (1000000);
+  pthread_mutex_unlock (&node->n_lock);
   for (i = 0; i < node->n_npeers; i++)
     if (peer_start (node->n_peers[i]) == -1)
       return -1;
@@ -391,6 +397,8 @@ engine_client_open (struct repl_node *node)
   bool changed = false;
   int r;
 
+  role_start_wait (node);
+  role_start_check (node);
   pthread_mutex_lock (&node->n_role_lock);
   if (node_role (node) == REPL_ROLE_SECONDARY && node->n_cfg.cf_auto_promote)
     changed = role_auto_promote_locked (node);

@@ -248,11 +248,29 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     break;
   case REPL_MSG_VERIFY_REQ:
     return verify_handle_request (p, gen, h);
-  case REPL_MSG_RESYNC_START:
+  case REPL_MSG_RESYNC_START: {
+    int d;
+
+    pthread_mutex_lock (&p->pr_lock);
+    d = p->pr_decision;
+    pthread_mutex_unlock (&p->pr_lock);
+    /* Both sides took the same decision at connect: a peer that is to
+     * be resynced by us does not resync us. */
+    if (d < 0 || uuid_decision_is_source (d)) {
+      peer_fail (p, gen, "protocol error: RESYNC_START, but the decision "
+                 "at connect was %s", d < 0 ? "not taken"
+                 : uuid_decision_name (d));
+      return -1;
+    }
+    if (!sync_claim_source (p, p->pr_role == REPL_ROLE_PRIMARY)) {
+      peer_fail (p, gen, "RESYNC_START while another peer resyncs this "
+                 "node; reconnecting");
+      return -1;
+    }
     pthread_mutex_lock (&p->pr_lock);
     p->pr_resync_total = h->offset;
     p->pr_resync_done = 0;
-    p->pr_resyncing = h->offset > 0;
+    peer_set_repl_locked (p, REPL_SYNC_TARGET);
     p->pr_resync_start_ns = now_ns ();
     p->pr_bitmap_persist_ns = p->pr_resync_start_ns;
     p->pr_bitmap_persist_from = 0;
@@ -276,6 +294,7 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
       }
     }
     return 0;
+  }
   case REPL_MSG_RESYNC_DONE:
     /* From now on we hold the primary's generation and lack nothing of
      * it.  The resync's writes need not be on the disk yet: each went
@@ -293,7 +312,7 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
       return -2;
     handler_run (node, REPL_HANDLER_AFTER_RESYNC_TARGET, p);
     pthread_mutex_lock (&p->pr_lock);
-    p->pr_resyncing = false;
+    peer_set_repl_locked (p, REPL_ESTABLISHED);
     pthread_mutex_unlock (&p->pr_lock);
     node_set_disk (node, REPL_DISK_UPTODATE);
     /* The source, and a diskless primary, learn our new generation
@@ -310,6 +329,7 @@ apply (struct peer *p, uint64_t gen, struct rx *rx,
     }
     log_info ("peer %s: resync finished, %s", name,
               disk_state_name (REPL_DISK_UPTODATE));
+    sync_release_source (p, "finished");
     return 0;
   default:
     abort ();
@@ -554,6 +574,30 @@ handle_read_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
   return 0;
 }
 
+/* May p send us this data message?  Never to a primary or a diskless
+ * node.  A resync (or the digests of a resync with csums) from any
+ * storage peer, Primary or not, as DRBD 9: the connection's replication
+ * state and the decision taken at connect say whether it is expected
+ * (check_state, apply).  Writes from our primary, or forwarded by a
+ * storage node for a diskless one (forward_may_feed_us); reads and
+ * OUT_OF_SYNC only from a diskless primary. */
+static bool
+may_feed_us (struct peer *p, unsigned type)
+{
+  struct repl_node *node = p->pr_node;
+
+  switch (type) {
+  case REPL_MSG_RESYNC_START: case REPL_MSG_RESYNC_DATA:
+  case REPL_MSG_RESYNC_DONE: case REPL_MSG_VERIFY_REQ:
+    return node_role (node) != REPL_ROLE_PRIMARY && !node->n_diskless &&
+           !p->pr_peer_diskless;
+  case REPL_MSG_READ_REQ: case REPL_MSG_OUT_OF_SYNC:
+    return p->pr_peer_diskless && forward_may_feed_us (p);
+  default:
+    return forward_may_feed_us (p);
+  }
+}
+
 /* Check a data message before anything is applied. */
 static int
 check_data (struct peer *p, uint64_t gen, const struct repl_hdr *h)
@@ -561,9 +605,7 @@ check_data (struct peer *p, uint64_t gen, const struct repl_hdr *h)
   struct repl_node *node = p->pr_node;
   char err[256];
 
-  if (!forward_may_feed_us (p) ||
-      ((h->type == REPL_MSG_READ_REQ || h->type == REPL_MSG_OUT_OF_SYNC) &&
-       !p->pr_peer_diskless)) {
+  if (!may_feed_us (p, h->type)) {
     peer_fail (p, gen, "protocol error: %s from a peer that is not our "
                "primary%s", wire_type_name (h->type),
                node_primary_is_diskless_or_none (node)
@@ -589,6 +631,29 @@ check_data (struct peer *p, uint64_t gen, const struct repl_hdr *h)
   }
   p->pr_expect_seq++;
   return 0;
+}
+
+/* May this message arrive in the connection's replication state
+ * (common/repl-state.h)?  Resync, bitmap and verify messages only where
+ * that exchange runs: anything else is a protocol error, before
+ * anything is applied.  Returns 0, or -1 once the connection has
+ * failed. */
+static int
+check_state (struct peer *p, uint64_t gen, const struct repl_hdr *h)
+{
+  enum repl_state s;
+
+  if (repl_state_any_connected (h->type))
+    return 0;
+  pthread_mutex_lock (&p->pr_lock);
+  s = p->pr_repl;
+  pthread_mutex_unlock (&p->pr_lock);
+  if (repl_state_accepts (h->type, s))
+    return 0;
+  peer_fail (p, gen, "protocol error: %s in replication state %s (it may "
+             "arrive only in %s)", wire_type_name (h->type),
+             repl_state_name (s), repl_state_accepts_names (h->type));
+  return -1;
 }
 
 /* Handle the complete messages in buf[0..len); return the bytes used,
@@ -628,6 +693,8 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
       peer_fail (p, gen, "protocol error: %s", err);
       return -1;
     }
+    if (check_state (p, gen, &h) == -1)
+      return -1;
     have = len - pos - REPL_HDR_SIZE < h.length
            ? len - pos - REPL_HDR_SIZE : h.length;
     /* A payload not all here yet: wait for the rest, unless it is a

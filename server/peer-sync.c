@@ -92,9 +92,9 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
     return;
   }
   /* With a diskless primary, or none, storage secondaries resync each
-   * other (the primary has no data to resync them from). */
+   * other (nobody else has data to resync them from). */
   bool pair = !we_primary && h->role != REPL_ROLE_PRIMARY &&
-              node_primary_is_diskless_or_none (node);
+              node_no_storage_primary (node);
   bool lower = node->n_self->nc_id < p->pr_cfg->nc_id;
 
   /* The same decision the handshake checked; the state may have moved
@@ -155,10 +155,11 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
 
   pthread_mutex_lock (&p->pr_lock);
   p->pr_decision = d;
-  p->pr_bitmap_pending = resync &&
-    (uuid_decision_is_source (d) ||
-     (d == UUID_NO_SYNC && h->uuids.changes > 0));
   p->pr_bitmap_rx_bytes = 0;
+  if (resync &&
+      (uuid_decision_is_source (d) ||
+       (d == UUID_NO_SYNC && h->uuids.changes > 0)))
+    peer_set_repl_locked (p, REPL_WF_BITMAP_S);
   if (resync) {
     p->pr_resync_wanted = true;
     pthread_cond_signal (&p->pr_resync_cond);
@@ -179,7 +180,7 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
       sync_send_uuids (p);
   }
 
-  if (forward_may_feed_us (p)) {
+  if (!we_primary && (h->role == REPL_ROLE_PRIMARY || pair)) {
     bool mine;
 
     /* What our hello announced, which is what the primary expects. */
@@ -190,18 +191,93 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
      * has marked in the same generation. */
     if (uuid_decision_is_target (d) ||
         (d == UUID_NO_SYNC && mine &&
-         (!pair || (!lower && h->uuids.changes > 0))))
+         (!pair || (!lower && h->uuids.changes > 0)))) {
+      /* One source at a time: a second one waits until the first is
+       * done (then both decide again); a primary goes first. */
+      if (!sync_claim_source (p, h->role == REPL_ROLE_PRIMARY)) {
+        pthread_mutex_lock (&p->pr_lock);
+        p->pr_resync_deferred = true;
+        pthread_mutex_unlock (&p->pr_lock);
+        log_info ("peer %s: its resync of this node waits: another peer "
+                  "resyncs this node first", name);
+        return;
+      }
+      pthread_mutex_lock (&p->pr_lock);
+      if (p->pr_gen == gen && p->pr_state == CONN_CONNECTED)
+        peer_set_repl_locked (p, REPL_WF_BITMAP_T);
+      pthread_mutex_unlock (&p->pr_lock);
       send_bitmap (p, gen);
+    }
   }
 }
 
-/* The primary lost connection to p. */
+/* p is about to resync this node (we send it our bitmap, or it sent
+ * RESYNC_START): only one peer at a time may.  With preempt (p is the
+ * primary) it takes over from a secondary that was resyncing us, whose
+ * connection is dropped.  Returns false if another peer resyncs us. */
+bool
+sync_claim_source (struct peer *p, bool preempt)
+{
+  struct repl_node *node = p->pr_node;
+  int id = p->pr_cfg->nc_id, old;
+  struct peer *q;
+
+  pthread_mutex_lock (&node->n_lock);
+  old = node->n_sync_source_id;
+  if (old == -1 || old == id || preempt)
+    node->n_sync_source_id = id;
+  pthread_mutex_unlock (&node->n_lock);
+  if (old == -1 || old == id)
+    return true;
+  if (!preempt)
+    return false;
+  q = node_find_peer (node, old);
+  if (q != NULL)
+    peer_fail (q, q->pr_gen, "the primary %s resyncs this node instead; "
+               "reconnecting", p->pr_cfg->nc_name);
+  return true;
+}
+
+/* p no longer resyncs this node (its resync ended, or its connection):
+ * the peers whose resync of us waited decide again, on a new
+ * connection. */
+void
+sync_release_source (struct peer *p, const char *why)
+{
+  struct repl_node *node = p->pr_node;
+  bool was = false;
+  size_t i;
+
+  pthread_mutex_lock (&node->n_lock);
+  if (node->n_sync_source_id == (int) p->pr_cfg->nc_id) {
+    node->n_sync_source_id = -1;
+    was = true;
+  }
+  pthread_mutex_unlock (&node->n_lock);
+  if (!was)
+    return;
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *q = node->n_peers[i];
+
+    pthread_mutex_lock (&q->pr_lock);
+    if (q->pr_resync_deferred) {
+      q->pr_resync_deferred = false;
+      peer_fail_locked (q, q->pr_gen, "the resync from %s %s; "
+                        "reconnecting to decide again",
+                        p->pr_cfg->nc_name, why);
+    }
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+}
+
+/* The connection to p was lost. */
 void
 sync_on_lost (struct peer *p)
 {
   struct repl_node *node = p->pr_node;
   bool goodbye, was_primary;
 
+  sync_release_source (p, "was interrupted");
   pthread_mutex_lock (&p->pr_lock);
   goodbye = p->pr_peer_goodbye;
   was_primary = p->pr_role == REPL_ROLE_PRIMARY;
@@ -246,7 +322,7 @@ sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
     }
     pthread_mutex_lock (&p->pr_lock);
     p->pr_peer_uuids = u;
-    resyncing = p->pr_resyncing;
+    resyncing = peer_resyncing_locked (p);
     pthread_mutex_unlock (&p->pr_lock);
     if (node->n_diskless) {
       diskless_peer_uuids (node, p);
@@ -269,7 +345,7 @@ sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
     bool ok;
 
     pthread_mutex_lock (&p->pr_lock);
-    ok = p->pr_bitmap_pending && h->offset % 8 == 0 &&
+    ok = p->pr_repl == REPL_WF_BITMAP_S && h->offset % 8 == 0 &&
          h->offset == p->pr_bitmap_rx_bytes &&
          h->offset / 8 + h->length / 8 <= nwords;
     if (ok) {
@@ -303,12 +379,11 @@ sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
     bool ok;
 
     pthread_mutex_lock (&p->pr_lock);
-    ok = p->pr_bitmap_pending && p->pr_bitmap_rx_bytes == nwords * 8 &&
-         h->offset == nwords * 8;
-    if (ok) {
-      p->pr_bitmap_pending = false;
-      pthread_cond_signal (&p->pr_resync_cond);
-    }
+    ok = p->pr_repl == REPL_WF_BITMAP_S &&
+         p->pr_bitmap_rx_bytes == nwords * 8 && h->offset == nwords * 8;
+    if (ok)
+      peer_set_repl_locked (p, REPL_SYNC_SOURCE); /* wakes the resync
+                                                     thread */
     pthread_mutex_unlock (&p->pr_lock);
     if (!ok) {
       peer_fail (p, gen, "protocol error: BITMAP_DONE after %" PRIu64

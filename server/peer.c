@@ -372,12 +372,8 @@ peer_check_hello (struct peer *p, const struct repl_hello *h, bool decide,
     return -1;
   }
   if (node->n_diskless || h->disk_state == REPL_DISK_DISKLESS) {
-    if (h->role == REPL_ROLE_PRIMARY &&
-        node_role (node) == REPL_ROLE_PRIMARY) {
-      snprintf (err, errlen, "refusing connection: both this node and the "
-                "peer are Primary; only one node may be primary");
+    if (decide && role_check_peer_role (node, p, h->role, err, errlen) == -1)
       return -1;
-    }
     return diskless_check_hello (node, p, h, err, errlen);
   }
   if (h->size != node->n_vol.vol_size) {
@@ -387,11 +383,11 @@ peer_check_hello (struct peer *p, const struct repl_hello *h, bool decide,
               node->n_vol.vol_size);
     return -1;
   }
-  if (h->role == REPL_ROLE_PRIMARY && node_role (node) == REPL_ROLE_PRIMARY) {
-    snprintf (err, errlen, "refusing connection: both this node and the "
-              "peer are Primary; only one node may be primary");
+  /* Roles only once the peer has proven that it knows the secret
+   * (decide is false before): a node started with role=primary gives
+   * way to a Primary peer (role_start_yield). */
+  if (decide && role_check_peer_role (node, p, h->role, err, errlen) == -1)
     return -1;
-  }
   /* The generations only once the peer has proven that it knows the
    * secret (decide is false before): a decision may discard our data. */
   if (decide) {
@@ -541,6 +537,7 @@ peer_thread (void *arg)
     }
     p->pr_flush_wanted = false;
     p->pr_state = CONN_CONNECTED;
+    peer_set_repl_locked (p, REPL_ESTABLISHED);
     p->pr_next_seq = 1;
     p->pr_sent_seq = 0;
     p->pr_ring_bytes = 0;
@@ -565,8 +562,8 @@ peer_thread (void *arg)
       .gu_history = { hello.uuids.history[0], hello.uuids.history[1] },
       .gu_flags = hello.uuids.flags,
     };
-    p->pr_bitmap_pending = false;
     p->pr_decision = -1;
+    p->pr_resync_deferred = false;
     p->pr_peer_goodbye = false;
     pthread_cond_broadcast (&p->pr_cond);
     pthread_mutex_unlock (&p->pr_lock);
@@ -586,7 +583,7 @@ peer_thread (void *arg)
     peer_teardown_locked (p);
     p->pr_state = CONN_CONNECTING;
     p->pr_fd = -1;
-    p->pr_resyncing = false;
+    peer_set_repl_locked (p, REPL_OFF);
     if (node_role (node) == REPL_ROLE_PRIMARY && p->pr_disk_known)
       p->pr_disk = bitmap_count (&p->pr_bitmap) > 0
         ? REPL_DISK_OUTDATED : p->pr_disk;

@@ -333,7 +333,11 @@ resync (struct peer *p, uint64_t gen, struct resync_slot *slots)
 
   pthread_mutex_lock (&p->pr_lock);
   total = bitmap_dirty_bytes (&p->pr_bitmap);
-  p->pr_resyncing = true;
+  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED ||
+      peer_set_repl_locked (p, REPL_SYNC_SOURCE) == -1) {
+    pthread_mutex_unlock (&p->pr_lock);
+    return;
+  }
   p->pr_resync_start_ns = now_ns ();
   p->pr_resync_total = total;
   p->pr_resync_done = 0;
@@ -383,8 +387,8 @@ resync (struct peer *p, uint64_t gen, struct resync_slot *slots)
  out:
   verify_csum_end (p);
   pthread_mutex_lock (&p->pr_lock);
-  if (p->pr_gen == gen)
-    p->pr_resyncing = false;
+  if (p->pr_gen == gen && p->pr_state == CONN_CONNECTED)
+    peer_set_repl_locked (p, REPL_ESTABLISHED);
   pthread_mutex_unlock (&p->pr_lock);
 }
 
@@ -406,7 +410,8 @@ resync_thread (void *arg)
     pthread_mutex_lock (&p->pr_lock);
     while (!p->pr_stopping &&
            !((p->pr_resync_wanted || p->pr_verify_wanted) &&
-             p->pr_state == CONN_CONNECTED && !p->pr_bitmap_pending))
+             p->pr_state == CONN_CONNECTED &&
+             p->pr_repl != REPL_WF_BITMAP_S))
       pthread_cond_wait (&p->pr_resync_cond, &p->pr_lock);
     if (p->pr_stopping) {
       pthread_mutex_unlock (&p->pr_lock);

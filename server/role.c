@@ -134,6 +134,142 @@ role_complete_write (struct repl_node *node, bool lost)
   return 0;
 }
 
+/* role=primary at start.  The node starts as Primary in its hellos,
+ * so that every connection is decided as before, but it serves no
+ * client until the role is confirmed: when every peer is connected,
+ * when it has quorum with the peers it reached (quorum on), or once the
+ * peers have had ping-timeout to connect.  A peer that turns out to be
+ * Primary meanwhile wins (role_start_yield): this node becomes
+ * Secondary instead of making a second primary.  Called by the ticker. */
+void
+role_start_check (struct repl_node *node)
+{
+  const char *why = NULL;
+  bool all = true;
+  size_t i;
+
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+    if (!node->n_start_pending)
+      return;
+    if (now_ns () >= node->n_start_deadline_ns)
+      why = "not every peer answered within ping-timeout";
+  }
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *p = node->n_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+    if (p->pr_state != CONN_CONNECTED)
+      all = false;
+  }
+  if (all)
+    why = "every peer is connected";
+  else if (node->n_cfg.cf_quorum != REPL_QUORUM_OFF && node_has_quorum (node))
+    why = "quorum with the peers connected";
+  if (why == NULL)
+    return;
+
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+  if (!node->n_start_pending)
+    return;                     /* a peer's role decided it meanwhile */
+  node->n_start_pending = false;
+  pthread_cond_broadcast (&node->n_cond);
+  log_info ("node %s: role=primary confirmed (%s; none is Primary)",
+            node->n_self->nc_name, why);
+}
+
+/* A peer that says it is Primary connects while this node's role=primary
+ * is not yet confirmed: this node becomes Secondary (it has served no
+ * client yet) and the connection is made again with that role.  Returns
+ * true if it did (the caller refuses this connection attempt), false if
+ * this node is a confirmed Primary (the caller refuses the peer). */
+bool
+role_start_yield (struct repl_node *node, struct peer *p)
+{
+  bool yielded = false;
+
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_role_lock);
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+      if (!node->n_start_pending || node->n_role != REPL_ROLE_PRIMARY)
+        return false;
+    }
+    if (meta_set_flags (node, 0, MD_FLAG_PRIMARY) == -1)
+      return false;
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+      node->n_role = REPL_ROLE_SECONDARY;
+      node->n_primary_id = p->pr_cfg->nc_id;
+      node->n_start_pending = false;
+      pthread_cond_broadcast (&node->n_cond);
+    }
+    atomic_store (&node->n_gen_pending, false);
+    yielded = true;
+  }
+  log_error ("node %s: started with role=primary, but peer %s is Primary: "
+             "this node stays Secondary (two primaries would be a split "
+             "brain; demote %s first to make this node Primary)",
+             node->n_self->nc_name, p->pr_cfg->nc_name, p->pr_cfg->nc_name);
+  role_changed (node);
+  return yielded;
+}
+
+/* At most one Primary: a peer that says it is Primary (its hello once
+ * it has authenticated, or a STATE) is refused while this node is a
+ * confirmed Primary, or while another connected peer is Primary (a
+ * secondary never follows two primaries).  A node whose role=primary
+ * is not yet confirmed gives way instead (role_start_yield).  Returns
+ * 0, or -1 with the reason in err. */
+int
+role_check_peer_role (struct repl_node *node, struct peer *p, uint32_t role,
+                      char *err, size_t errlen)
+{
+  enum repl_role ours;
+  int primary_id;
+
+  if (role != REPL_ROLE_PRIMARY)
+    return 0;
+  pthread_mutex_lock (&node->n_lock);
+  ours = node->n_role;
+  primary_id = node->n_primary_id;
+  pthread_mutex_unlock (&node->n_lock);
+  if (ours == REPL_ROLE_PRIMARY) {
+    snprintf (err, errlen, "refusing connection: both this node and the "
+              "peer are Primary; only one node may be primary%s",
+              role_start_yield (node, p)
+              ? " (this node is Secondary now; reconnecting)" : "");
+    return -1;
+  }
+  if (primary_id >= 0 && primary_id != (int) p->pr_cfg->nc_id &&
+      primary_id != (int) node->n_self->nc_id) {
+    const struct repl_node_cfg *other =
+      config_find_node_id (&node->n_cfg, primary_id);
+    snprintf (err, errlen, "refusing connection: the peer says it is "
+              "Primary, but this node is connected to Primary %s; only "
+              "one node may be primary", other ? other->nc_name : "?");
+    return -1;
+  }
+  return 0;
+}
+
+/* A client opens while role=primary is not yet confirmed: wait for the
+ * decision (bounded by the deadline and a second). */
+void
+role_start_wait (struct repl_node *node)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+  while (node->n_start_pending && !node->n_stopping) {
+    struct timespec ts;
+    uint64_t until = node->n_start_deadline_ns + UINT64_C (1000000000);
+
+    if (now_ns () >= until)
+      break;
+    ts.tv_sec = until / 1000000000;
+    ts.tv_nsec = until % 1000000000;
+    pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts);
+  }
+}
+
 /* Tell one peer our role and disk state (if connected). */
 void
 role_tell_state (struct peer *p)
@@ -380,15 +516,15 @@ int
 role_handle_state (struct peer *p, uint64_t gen, const struct repl_hdr *h)
 {
   struct repl_node *node = p->pr_node;
+  char err[256];
 
   if (h->offset > REPL_ROLE_MAX || h->seq > REPL_DISK_STATE_MAX) {
     peer_fail (p, gen, "protocol error: STATE with role %" PRIu64
                " and disk state %" PRIu64, h->offset, h->seq);
     return -1;
   }
-  if (h->offset == REPL_ROLE_PRIMARY && node_role (node) == REPL_ROLE_PRIMARY) {
-    peer_fail (p, gen, "the peer became Primary while this node is "
-               "Primary; only one node may be primary");
+  if (role_check_peer_role (node, p, h->offset, err, sizeof err) == -1) {
+    peer_fail (p, gen, "the peer became Primary: %s", err);
     return -1;
   }
   pthread_mutex_lock (&p->pr_lock);

@@ -48,13 +48,17 @@ check_peer (struct repl_node *node, struct peer *p, uint64_t now)
       goto out;
     }
   }
-  /* A sync source waits for its target's bitmap before resyncing; a
-   * peer that never sends it (it decided differently) must not hold the
-   * connection for ever. */
-  if (p->pr_bitmap_pending && p->pr_connected_ns < now &&
-      now - p->pr_connected_ns > 5 * cfg->cf_timeout_ms * UINT64_C (1000000)) {
-    peer_fail_locked (p, gen, "its bitmap did not arrive within %.1f s of "
-                      "connecting; reconnecting", (now - p->pr_connected_ns) / 1e9);
+  /* A sync source waits for its target's bitmap before resyncing, and
+   * the target then for the source's RESYNC_START; a peer that never
+   * sends it (it decided differently, or it resyncs another node first)
+   * must not hold the connection for ever. */
+  if ((p->pr_repl == REPL_WF_BITMAP_S || p->pr_repl == REPL_WF_BITMAP_T) &&
+      p->pr_repl_since_ns < now &&
+      now - p->pr_repl_since_ns > 5 * cfg->cf_timeout_ms * UINT64_C (1000000)) {
+    peer_fail_locked (p, gen, "%s did not arrive within %.1f s; reconnecting",
+                      p->pr_repl == REPL_WF_BITMAP_S ? "its bitmap"
+                      : "its RESYNC_START",
+                      (now - p->pr_repl_since_ns) / 1e9);
     goto out;
   }
   /* Only ping an idle link (a busy one proves itself), and never wait:
@@ -95,6 +99,7 @@ ticker_thread (void *arg)
     pthread_mutex_unlock (&node->n_lock);
     for (i = 0; i < node->n_npeers; i++)
       check_peer (node, node->n_peers[i], now_ns ());
+    role_start_check (node);
     pthread_mutex_lock (&node->n_lock);
 
     clock_gettime (CLOCK_MONOTONIC, &ts);

@@ -74,7 +74,7 @@ verify_run (struct peer *p, uint64_t gen)
   const uint64_t size = node->n_vol.vol_size;
   struct verify_slot slots[VERIFY_SLOTS];
   uint64_t offset = 0, t0 = now_ns ();
-  bool failed = false;
+  bool failed = false, quiet = false;
   unsigned i;
 
   memset (slots, 0, sizeof slots);
@@ -92,15 +92,19 @@ verify_run (struct peer *p, uint64_t gen)
     p->pr_verify_slot_offset[i] = UINT64_MAX;
     p->pr_verify_slot_count[i] = 0;
   }
-  p->pr_verifying = !failed;
   if (p->pr_verify_digests == NULL)
     p->pr_verify_digests = calloc (VERIFY_SLOTS, VERIFY_MAX_BYTES / 512 *
                                    DIGEST_SIZE);
   if (p->pr_verify_digests == NULL)
-    p->pr_verifying = false, failed = true;
+    failed = true;
+  if (!failed &&
+      (p->pr_gen != gen || p->pr_state != CONN_CONNECTED ||
+       peer_set_repl_locked (p, REPL_VERIFY_S) == -1))
+    failed = true, quiet = true;
   pthread_mutex_unlock (&p->pr_lock);
   if (failed) {
-    log_error ("peer %s: verify: out of memory", p->pr_cfg->nc_name);
+    if (!quiet)
+      log_error ("peer %s: verify: out of memory", p->pr_cfg->nc_name);
     goto out;
   }
   log_info ("peer %s: verify started, %" PRIu64 " bytes",
@@ -151,7 +155,9 @@ verify_run (struct peer *p, uint64_t gen)
     free (slots[i].vs_buf);
   }
   pthread_mutex_lock (&p->pr_lock);
-  p->pr_verifying = false;
+  if (p->pr_repl == REPL_VERIFY_S && p->pr_gen == gen &&
+      p->pr_state == CONN_CONNECTED)
+    peer_set_repl_locked (p, REPL_ESTABLISHED);
   p->pr_verify_finished = !failed;
   pthread_mutex_unlock (&p->pr_lock);
   if (!failed)
@@ -238,7 +244,7 @@ verify_handle_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
   int slot = -1;
 
   pthread_mutex_lock (&p->pr_lock);
-  if ((p->pr_verifying || p->pr_csum_resync) &&
+  if ((p->pr_repl == REPL_VERIFY_S || p->pr_csum_resync) &&
       h->length == (uint64_t) n * DIGEST_SIZE &&
       h->count <= VERIFY_MAX_BYTES)
     for (i = 0; i < VERIFY_SLOTS; i++)

@@ -38,7 +38,9 @@ msgs = {
   "overflow":   hdr(TRIM, count=4096, seq=1, off=(1 << 64) - 1024),
   "len-count":  hdr(W, length=512, count=4096, seq=1) + b"x" * 512,
   "bad-seq":    hdr(W, length=512, count=512, seq=5) + b"x" * 512,
-  "misaligned": hdr(RESYNC_DATA, length=4096, count=4096, seq=1, off=512) + b"x" * 4096,
+  # (RESYNC_DATA only arrives in a resync: RESYNC_START first.)
+  "misaligned": hdr(8, seq=1, off=SIZE)
+                + hdr(RESYNC_DATA, length=4096, count=4096, seq=2, off=512) + b"x" * 4096,
   "bad-type":   hdr(77, seq=1),
   "bad-magic":  hdr(W, length=512, count=512, seq=1, magic=0xdeadbeef) + b"x" * 512,
   "bad-flags":  hdr(W, flags=0x80, length=512, count=512, seq=1) + b"x" * 512,

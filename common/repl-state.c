@@ -1,0 +1,116 @@
+/* nbdrepl: the replication state of one connection, as data.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * The transition table and the message-in-state table (repl-state.h).
+ */
+#include <config.h>
+
+#include "repl-state.h"
+#include "wire.h"
+
+#define BIT(s) (1u << (s))
+#define CONNECTED_STATES \
+  (BIT (REPL_ESTABLISHED) | BIT (REPL_WF_BITMAP_S) | BIT (REPL_WF_BITMAP_T) | \
+   BIT (REPL_SYNC_SOURCE) | BIT (REPL_SYNC_TARGET) | BIT (REPL_VERIFY_S))
+
+static const char *const names[REPL_STATE_MAX + 1] = {
+  [REPL_OFF] = "Off",
+  [REPL_ESTABLISHED] = "Established",
+  [REPL_WF_BITMAP_S] = "WFBitMapS",
+  [REPL_WF_BITMAP_T] = "WFBitMapT",
+  [REPL_SYNC_SOURCE] = "SyncSource",
+  [REPL_SYNC_TARGET] = "SyncTarget",
+  [REPL_VERIFY_S] = "VerifyS",
+};
+
+/* For each state, the states it may change to. */
+static const unsigned next[REPL_STATE_MAX + 1] = {
+  [REPL_OFF] = BIT (REPL_ESTABLISHED) | BIT (REPL_WF_BITMAP_S) |
+               BIT (REPL_WF_BITMAP_T),
+  [REPL_ESTABLISHED] = BIT (REPL_OFF) | BIT (REPL_WF_BITMAP_S) |
+                       BIT (REPL_WF_BITMAP_T) | BIT (REPL_SYNC_SOURCE) |
+                       BIT (REPL_SYNC_TARGET) | BIT (REPL_VERIFY_S),
+  [REPL_WF_BITMAP_S] = BIT (REPL_OFF) | BIT (REPL_SYNC_SOURCE) |
+                       BIT (REPL_ESTABLISHED),
+  [REPL_WF_BITMAP_T] = BIT (REPL_OFF) | BIT (REPL_SYNC_TARGET) |
+                       BIT (REPL_ESTABLISHED),
+  [REPL_SYNC_SOURCE] = BIT (REPL_OFF) | BIT (REPL_ESTABLISHED),
+  [REPL_SYNC_TARGET] = BIT (REPL_OFF) | BIT (REPL_ESTABLISHED),
+  [REPL_VERIFY_S] = BIT (REPL_OFF) | BIT (REPL_ESTABLISHED),
+};
+
+/* For each message type, the receiver's states in which it may arrive;
+ * 0 (not listed) means any connected state.  The handshake messages
+ * (HELLO, AUTH_*) never reach the receive loop at all. */
+static const unsigned only_in[REPL_MSG_TYPE_MAX + 1] = {
+  [REPL_MSG_HELLO] = ~0u,                 /* never: handshake only */
+  [REPL_MSG_AUTH_CHALLENGE] = ~0u,
+  [REPL_MSG_AUTH_RESPONSE] = ~0u,
+  /* The target: the source says it starts once the bitmaps are in. */
+  [REPL_MSG_RESYNC_START] = BIT (REPL_ESTABLISHED) | BIT (REPL_WF_BITMAP_T),
+  [REPL_MSG_RESYNC_DATA] = BIT (REPL_SYNC_TARGET),
+  [REPL_MSG_RESYNC_DONE] = BIT (REPL_SYNC_TARGET),
+  /* The source: the target's bitmap, before it starts. */
+  [REPL_MSG_BITMAP] = BIT (REPL_WF_BITMAP_S),
+  [REPL_MSG_BITMAP_DONE] = BIT (REPL_WF_BITMAP_S),
+  /* Digests answer a verify, or a resync with csums. */
+  [REPL_MSG_VERIFY_REPLY] = BIT (REPL_VERIFY_S) | BIT (REPL_SYNC_SOURCE),
+  /* The verify target; or the sync target of a resync with csums. */
+  [REPL_MSG_VERIFY_REQ] = BIT (REPL_ESTABLISHED) | BIT (REPL_SYNC_TARGET),
+};
+
+const char *
+repl_state_name (enum repl_state s)
+{
+  return (unsigned) s <= REPL_STATE_MAX ? names[s] : "?";
+}
+
+bool
+repl_state_may (enum repl_state from, enum repl_state to)
+{
+  if ((unsigned) from > REPL_STATE_MAX || (unsigned) to > REPL_STATE_MAX)
+    return false;
+  return (next[from] & BIT (to)) != 0;
+}
+
+static unsigned
+accepted (unsigned type)
+{
+  if (type == 0 || type > REPL_MSG_TYPE_MAX)
+    return 0;
+  if (only_in[type] == ~0u)
+    return 0;
+  return only_in[type] != 0 ? only_in[type] : CONNECTED_STATES;
+}
+
+bool
+repl_state_any_connected (unsigned type)
+{
+  return accepted (type) == CONNECTED_STATES;
+}
+
+bool
+repl_state_accepts (unsigned type, enum repl_state s)
+{
+  if ((unsigned) s > REPL_STATE_MAX)
+    return false;
+  return (accepted (type) & BIT (s)) != 0;
+}
+
+const char *
+repl_state_accepts_names (unsigned type)
+{
+  switch (accepted (type)) {
+  case 0: return "none (not after the handshake)";
+  case CONNECTED_STATES: return "any connected state";
+  case BIT (REPL_SYNC_TARGET): return "SyncTarget";
+  case BIT (REPL_WF_BITMAP_S): return "WFBitMapS";
+  case BIT (REPL_ESTABLISHED) | BIT (REPL_WF_BITMAP_T):
+    return "Established or WFBitMapT";
+  case BIT (REPL_VERIFY_S) | BIT (REPL_SYNC_SOURCE):
+    return "VerifyS or SyncSource";
+  case BIT (REPL_ESTABLISHED) | BIT (REPL_SYNC_TARGET):
+    return "Established or SyncTarget";
+  default: return "?";
+  }
+}

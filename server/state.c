@@ -1,0 +1,48 @@
+/* nbdrepl: changing a connection's replication state.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * Each peer's replication state (common/repl-state.h: Off, Established,
+ * WFBitMapS/T, SyncSource/Target, VerifyS) is stored in pr_repl and
+ * changed only here: the change is checked against the transition
+ * table, logged once, and timestamped; status prints what is stored.
+ */
+#include <config.h>
+
+#include <assert.h>
+
+#include "internal.h"
+#include "log.h"
+
+/* Change p's replication state to `to`.  A change the table forbids is
+ * a bug of ours: logged, and nothing changes.  Returns 0 or -1.
+ * pr_lock held. */
+int
+peer_set_repl_locked (struct peer *p, enum repl_state to)
+{
+  enum repl_state from = p->pr_repl;
+
+  if (from == to)
+    return 0;
+  if (!repl_state_may (from, to)) {
+    log_error ("peer %s: replication state %s -> %s is not allowed; "
+               "staying %s", p->pr_cfg->nc_name, repl_state_name (from),
+               repl_state_name (to), repl_state_name (from));
+    return -1;
+  }
+  p->pr_repl = to;
+  p->pr_repl_since_ns = now_ns ();
+  /* Connects and disconnects have log lines of their own. */
+  if (from != REPL_OFF && to != REPL_OFF)
+    log_info ("peer %s: replication %s -> %s", p->pr_cfg->nc_name,
+              repl_state_name (from), repl_state_name (to));
+  pthread_cond_broadcast (&p->pr_cond);
+  pthread_cond_signal (&p->pr_resync_cond);
+  return 0;
+}
+
+/* Is p in one of the resync states? */
+bool
+peer_resyncing_locked (const struct peer *p)
+{
+  return p->pr_repl == REPL_SYNC_SOURCE || p->pr_repl == REPL_SYNC_TARGET;
+}
