@@ -426,6 +426,9 @@ extern int engine_invalidate (struct repl_node *node, char *err,
 /* state.c */
 extern int peer_set_repl_locked (struct peer *p, enum repl_state to);
 extern bool peer_resyncing_locked (const struct peer *p);
+extern void node_set_disk (struct repl_node *node, enum repl_disk_state disk);
+extern void node_set_role_locked (struct repl_node *node,
+                                  enum repl_role role);
 
 /* resync.c */
 extern void *resync_thread (void *arg);
@@ -460,8 +463,6 @@ extern int forward_submit (struct peer *p, const struct repl_hdr *h,
                            const uint8_t *payload, struct waiter *w,
                            struct out_msg msgs[REPL_MAX_NODES]);
 extern bool forward_may_feed_us (struct peer *p);
-extern void forward_primary_lost (struct repl_node *node,
-                                  struct peer *primary);
 extern int peer_submit_read_locked (struct peer *p, void *buf,
                                     uint32_t count, uint64_t offset,
                                     int *status, struct waiter *w,
@@ -543,7 +544,6 @@ struct repl_node {
 /* node.c */
 extern const char *role_name (enum repl_role role);
 extern const char *disk_state_name (enum repl_disk_state disk);
-extern void node_set_disk (struct repl_node *node, enum repl_disk_state disk);
 extern enum repl_role node_role (struct repl_node *node);
 extern struct peer *node_find_peer (struct repl_node *node, unsigned id);
 

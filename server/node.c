@@ -45,13 +45,6 @@ disk_state_name (enum repl_disk_state disk)
   abort ();
 }
 
-void
-node_set_disk (struct repl_node *node, enum repl_disk_state disk)
-{
-  pthread_mutex_lock (&node->n_lock);
-  node->n_disk = disk;
-  pthread_mutex_unlock (&node->n_lock);
-}
 
 enum repl_role
 node_role (struct repl_node *node)

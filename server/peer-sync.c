@@ -73,6 +73,24 @@ sync_send_uuids (struct peer *p)
   peer_send_wait (p, gen, &om);
 }
 
+/* This node learnt that a peer has newer data: an UpToDate disk becomes
+ * Outdated, in the metadata too (a restart keeps it). */
+static int
+outdate (struct repl_node *node)
+{
+  enum repl_disk_state disk;
+
+  pthread_mutex_lock (&node->n_lock);
+  disk = node->n_disk;
+  pthread_mutex_unlock (&node->n_lock);
+  if (disk != REPL_DISK_UPTODATE)
+    return 0;
+  if (meta_set_flags (node, 0, MD_FLAG_WAS_UPTODATE) == -1)
+    return -1;
+  node_set_disk (node, REPL_DISK_OUTDATED);
+  return 0;
+}
+
 /* Connection gen to p is up; h is the peer's hello.  Called by the peer
  * thread before its receive loop starts. */
 void
@@ -106,6 +124,12 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   }
   log_info ("peer %s: generations: %s (rule %d: %s)", name,
             uuid_decision_name (d), rule, uuid_rule_name (rule));
+  /* The peer has data we lack: until a resync makes us UpToDate again
+   * we are Outdated (and, as that, never promoted without --force). */
+  if (uuid_decision_is_target (d) && outdate (node) == -1) {
+    peer_fail (p, gen, "cannot write metadata");
+    return;
+  }
   pthread_mutex_lock (&p->pr_lock);
   p->pr_split_brain = false;
   pthread_mutex_unlock (&p->pr_lock);
@@ -270,6 +294,59 @@ sync_release_source (struct peer *p, const char *why)
   }
 }
 
+/* Our primary (a storage node or a diskless one) is gone without saying
+ * goodbye: writes it had in flight may have reached one of its
+ * secondaries and not another, and all still say UpToDate.  Each
+ * storage secondary marks the extents of its activity log (where every
+ * such write lies) out of sync for the other storage nodes it is
+ * connected to, and reconnects to them: at the reconnect a Primary among
+ * them resyncs the marks of both, or with none the lower id takes the
+ * other's marks too and resyncs all of them (sync_on_connect), so that
+ * they hold the same bytes again, as DRBD 9 reconciles after losing a
+ * primary. */
+static void
+reconcile (struct repl_node *node, struct peer *primary)
+{
+  uint32_t *ext;
+  uint32_t n, i;
+  uint64_t extent_size;
+  size_t k;
+
+  if (!node->n_al_ready)
+    return;
+  ext = malloc (node->n_al.al_nslots * sizeof *ext);
+  if (ext == NULL) {
+    log_error ("reconcile: malloc: %m");
+    return;
+  }
+  pthread_mutex_lock (&node->n_al_lock);
+  n = al_active_extents (&node->n_al, ext, node->n_al.al_nslots);
+  extent_size = UINT64_C (1) << node->n_al.al_shift;
+  pthread_mutex_unlock (&node->n_al_lock);
+  if (n > node->n_al.al_nslots)
+    n = node->n_al.al_nslots;
+
+  for (k = 0; k < node->n_npeers; k++) {
+    struct peer *q = node->n_peers[k];
+
+    if (q == primary || q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    if (q->pr_state == CONN_CONNECTED) {
+      for (i = 0; i < n; i++)
+        bitmap_set_range (&q->pr_bitmap, (uint64_t) ext[i] * extent_size,
+                          extent_size);
+      peer_fail_locked (q, q->pr_gen, "the %sprimary %s was lost: "
+                        "reconciling the %" PRIu32 " extent(s) of our "
+                        "activity log",
+                        primary->pr_cfg->nc_diskless ? "diskless " : "",
+                        primary->pr_cfg->nc_name, n);
+    }
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+  free (ext);
+}
+
 /* The connection to p was lost. */
 void
 sync_on_lost (struct peer *p)
@@ -282,9 +359,9 @@ sync_on_lost (struct peer *p)
   goodbye = p->pr_peer_goodbye;
   was_primary = p->pr_role == REPL_ROLE_PRIMARY;
   pthread_mutex_unlock (&p->pr_lock);
-  if (!node->n_diskless && p->pr_cfg->nc_diskless && was_primary &&
-      !goodbye)
-    forward_primary_lost (node, p);
+  if (!node->n_diskless && was_primary && !goodbye &&
+      node_role (node) != REPL_ROLE_PRIMARY)
+    reconcile (node, p);
   if (node_role (node) != REPL_ROLE_PRIMARY || node->n_diskless ||
       p->pr_cfg->nc_diskless)
     return;

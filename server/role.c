@@ -198,10 +198,9 @@ role_start_yield (struct repl_node *node, struct peer *p)
       return false;
     {
       ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
-      node->n_role = REPL_ROLE_SECONDARY;
+      node_set_role_locked (node, REPL_ROLE_SECONDARY);
       node->n_primary_id = p->pr_cfg->nc_id;
       node->n_start_pending = false;
-      pthread_cond_broadcast (&node->n_cond);
     }
     atomic_store (&node->n_gen_pending, false);
     yielded = true;
@@ -343,8 +342,7 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
       return -1;
     }
     pthread_mutex_lock (&node->n_lock);
-    node->n_role = REPL_ROLE_PRIMARY;
-    node->n_primary_id = node->n_self->nc_id;
+    node_set_role_locked (node, REPL_ROLE_PRIMARY);
     pthread_mutex_unlock (&node->n_lock);
     log_info ("node %s: now Primary (diskless)%s", node->n_self->nc_name,
               force ? " (forced)" : "");
@@ -381,15 +379,17 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
     snprintf (err, errlen, "cannot write the metadata");
     return -1;
   }
+  node_set_disk (node, REPL_DISK_UPTODATE);
   pthread_mutex_lock (&node->n_lock);
-  node->n_role = REPL_ROLE_PRIMARY;
-  node->n_disk = REPL_DISK_UPTODATE;
-  node->n_primary_id = node->n_self->nc_id;
+  node_set_role_locked (node, REPL_ROLE_PRIMARY);
   pthread_mutex_unlock (&node->n_lock);
-  /* Peers that are away miss what we write from now on. */
-  atomic_store (&node->n_gen_pending, true);
   log_info ("node %s: now Primary%s", node->n_self->nc_name,
             force ? " (forced)" : "");
+  /* A new generation at once if a peer is away (not lazily at the first
+   * write): a node that was Primary before and comes back, perhaps after
+   * being frozen, is then never taken for a peer in the same generation
+   * (it is behind, or a split brain). */
+  atomic_store (&node->n_gen_pending, true);
   /* A connected peer whose disk is not UpToDate was not resynced by
    * anyone (only a primary resyncs): reconnect, so that the decision is
    * made again with this node as primary. */
@@ -426,8 +426,7 @@ demote (struct repl_node *node, char *err, size_t errlen)
     return -1;
   }
   pthread_mutex_lock (&node->n_lock);
-  node->n_role = REPL_ROLE_SECONDARY;
-  node->n_primary_id = -1;
+  node_set_role_locked (node, REPL_ROLE_SECONDARY);
   pthread_mutex_unlock (&node->n_lock);
   log_info ("node %s: now Secondary", node->n_self->nc_name);
   return 0;
@@ -439,6 +438,12 @@ demote (struct repl_node *node, char *err, size_t errlen)
 void
 role_changed (struct repl_node *node)
 {
+  /* A new Primary starts a new generation at once if a peer is away,
+   * not lazily at its first write (gen_before_write, unless a write came
+   * first): an earlier Primary that comes back, perhaps after being
+   * frozen, is then never taken for a peer in the same generation. */
+  if (node_role (node) == REPL_ROLE_PRIMARY && !node->n_diskless)
+    gen_before_write (node);
   announce_state (node);
   handler_run (node, REPL_HANDLER_ROLE_CHANGE, NULL);
 }

@@ -10,6 +10,7 @@
 
 #include <assert.h>
 
+#include "cleanup.h"
 #include "internal.h"
 #include "log.h"
 
@@ -38,6 +39,39 @@ peer_set_repl_locked (struct peer *p, enum repl_state to)
   pthread_cond_broadcast (&p->pr_cond);
   pthread_cond_signal (&p->pr_resync_cond);
   return 0;
+}
+
+/* Change this node's disk state (not the one it starts with: node.c).
+ * A diskless node has none to change.  Logged once per change. */
+void
+node_set_disk (struct repl_node *node, enum repl_disk_state disk)
+{
+  enum repl_disk_state from;
+
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+    from = node->n_disk;
+    if (from == disk || from == REPL_DISK_DISKLESS ||
+        disk == REPL_DISK_DISKLESS)
+      return;
+    node->n_disk = disk;
+    pthread_cond_broadcast (&node->n_cond);
+  }
+  log_info ("node %s: disk %s -> %s", node->n_self->nc_name,
+            disk_state_name (from), disk_state_name (disk));
+}
+
+/* Change this node's role; n_lock held.  Logged by the caller, which
+ * knows why (role.c). */
+void
+node_set_role_locked (struct repl_node *node, enum repl_role role)
+{
+  node->n_role = role;
+  if (role == REPL_ROLE_PRIMARY)
+    node->n_primary_id = node->n_self->nc_id;
+  else if (node->n_primary_id == (int) node->n_self->nc_id)
+    node->n_primary_id = -1;
+  pthread_cond_broadcast (&node->n_cond);
 }
 
 /* Is p in one of the resync states? */
