@@ -227,6 +227,8 @@ struct peer {
   struct gen_uuids pr_hello_uuids; /* what our last hello told the peer */
   uint64_t pr_hello_changes;    /* the change count our last hello told
                                    the peer: what it expects a bitmap of */
+  bool pr_says_primary;         /* its last hello or STATE said Primary
+                                   (role.c: role=primary at start) */
   bool pr_resync_deferred;      /* we are its sync target, but another
                                    peer resyncs us first: decide again
                                    once that ends (peer-sync.c) */

@@ -261,6 +261,9 @@ engine_start (struct repl_node *node)
   int err;
 
   assert (node->n_magic == NODE_MAGIC);
+  /* Before the ticker starts, which checks it (role.c). */
+  node->n_start_deadline_ns = now_ns () +
+    node->n_cfg.cf_ping_timeout_ms * UINT64_C (1000000);
   err = pthread_create (&node->n_listener, NULL, listener_thread, node);
   if (err == 0) {
     err = pthread_create (&node->n_ticker, NULL, ticker_thread, node);
@@ -277,10 +280,6 @@ engine_start (struct repl_node *node)
     log_error ("pthread_create: %m");
     return -1;
   }
-  pthread_mutex_lock (&node->n_lock);
-  node->n_start_deadline_ns = now_ns () +
-    node->n_cfg.cf_ping_timeout_ms * UINT64_C (1000000);
-  pthread_mutex_unlock (&node->n_lock);
   for (i = 0; i < node->n_npeers; i++)
     if (peer_start (node->n_peers[i]) == -1)
       return -1;

@@ -138,13 +138,18 @@ role_complete_write (struct repl_node *node, bool lost)
  * so that every connection is decided as before, but it serves no
  * client until the role is confirmed: when every peer is connected,
  * when it has quorum with the peers it reached (quorum on), or once the
- * peers have had ping-timeout to connect.  A peer that turns out to be
- * Primary meanwhile wins (role_start_yield): this node becomes
- * Secondary instead of making a second primary.  Called by the ticker. */
+ * peers have had ping-timeout to connect.  A peer that says it is
+ * Primary meanwhile wins: this node becomes Secondary instead of making
+ * a second primary (role_start_yield).  At once if that peer has the
+ * lower node id; otherwise the peer may be starting with role=primary
+ * too and give way to us, so we give way only if it still says Primary
+ * when our time is up (it is a confirmed Primary).  Called by the
+ * ticker. */
 void
 role_start_check (struct repl_node *node)
 {
   const char *why = NULL;
+  struct peer *primary = NULL;
   bool all = true;
   size_t i;
 
@@ -160,6 +165,13 @@ role_start_check (struct repl_node *node)
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
     if (p->pr_state != CONN_CONNECTED)
       all = false;
+    if (p->pr_says_primary)
+      primary = p;
+  }
+  if (primary != NULL) {
+    if (why != NULL)            /* time is up: it is a real Primary */
+      role_start_yield (node, primary);
+    return;
   }
   if (all)
     why = "every peer is connected";
@@ -217,8 +229,10 @@ role_start_yield (struct repl_node *node, struct peer *p)
  * it has authenticated, or a STATE) is refused while this node is a
  * confirmed Primary, or while another connected peer is Primary (a
  * secondary never follows two primaries).  A node whose role=primary
- * is not yet confirmed gives way instead (role_start_yield).  Returns
- * 0, or -1 with the reason in err. */
+ * is not yet confirmed gives way instead (role_start_yield) if the peer
+ * has the lower id; else at the end of its wait (role_start_check).
+ * Records what the peer said (pr_says_primary).  Returns 0, or -1 with
+ * the reason in err. */
 int
 role_check_peer_role (struct repl_node *node, struct peer *p, uint32_t role,
                       char *err, size_t errlen)
@@ -226,6 +240,9 @@ role_check_peer_role (struct repl_node *node, struct peer *p, uint32_t role,
   enum repl_role ours;
   int primary_id;
 
+  pthread_mutex_lock (&p->pr_lock);
+  p->pr_says_primary = role == REPL_ROLE_PRIMARY;
+  pthread_mutex_unlock (&p->pr_lock);
   if (role != REPL_ROLE_PRIMARY)
     return 0;
   pthread_mutex_lock (&node->n_lock);
@@ -235,6 +252,7 @@ role_check_peer_role (struct repl_node *node, struct peer *p, uint32_t role,
   if (ours == REPL_ROLE_PRIMARY) {
     snprintf (err, errlen, "refusing connection: both this node and the "
               "peer are Primary; only one node may be primary%s",
+              p->pr_cfg->nc_id < node->n_self->nc_id &&
               role_start_yield (node, p)
               ? " (this node is Secondary now; reconnecting)" : "");
     return -1;

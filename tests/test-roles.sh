@@ -57,12 +57,16 @@ wait_uptodate node1 30
 same_disks node0 node1
 # No primary at all; node0 invalidated (not UpToDate): it may not be
 # promoted without --force; node1 may, and node0 then gets a full sync.
+# (node1 is stopped meanwhile: with no primary, an UpToDate secondary
+# would resync node0 at once.)
 "$REPLCTL" -s "$(sock node1)" secondary >/dev/null || fail "demoting node1 failed"
+stop_node node1
 "$REPLCTL" -s "$(sock node0)" invalidate >/dev/null || fail "invalidate on node0 failed"
 wait_for node0 '.disk == "Inconsistent"' 10
 "$REPLCTL" -s "$(sock node0)" primary >"$tmpdir/err" 2>&1 &&
     fail "node0 was promoted with an Inconsistent disk and no --force"
 grep -q "not UpToDate; --force" "$tmpdir/err" || fail "unclear refusal: $(cat "$tmpdir/err")"
+start_node node1
 "$REPLCTL" -s "$(sock node1)" primary >/dev/null || fail "promoting node1 again failed"
 wait_uptodate node1 30
 same_disks node0 node1

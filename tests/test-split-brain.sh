@@ -7,9 +7,9 @@
 # with a message that says split brain and names both nodes' UUIDs, and
 # neither disk may change: nothing is resolved silently.
 #
-# First both come back as primary (refused before the generations are
-# even compared: only one node may be primary), then node0 as primary
-# and node1 as secondary (refused as a split brain).
+# First both come back as primary (one gives way: only one node may be
+# primary; then refused as a split brain), then node0 as primary and
+# node1 as secondary (refused as a split brain).
 source "$(dirname "$0")/functions.sh"
 requires jq --version
 requires /usr/bin/python3 -c 'import nbd'
@@ -88,19 +88,22 @@ wait_refused ()
     fail "no refusal matching '$re' on both sides within $secs s"
 }
 
-# ---- 1. both as primary ------------------------------------------------------
+# ---- 1. both started as primary ------------------------------------------------
+# Only one may be Primary: node1 (the higher id) gives way and stays
+# Secondary; then the generations are compared and the connection is
+# refused as a split brain.
 start_node node0 role=primary
 start_node node1 role=primary
-wait_refused "both this node and the peer are Primary" 15
-wait_for node0 '.peers[0].connection != "Connected" and
-                (.peers[0].last_error | test("both this node and the peer are Primary"))' 10
-wait_for node1 '.peers[0].connection != "Connected" and
-                (.peers[0].last_error | test("both this node and the peer are Primary"))' 10
-disks_unchanged "while both were primary"
+wait_log node1 "this node stays Secondary" 15
+wait_refused "split-brain" 15
+wait_for node0 '.role == "Primary" and .peers[0].connection != "Connected"' 10
+wait_for node1 '.role == "Secondary" and .peers[0].connection != "Connected"' 10
+disks_unchanged "while both were started as primary"
 stop_node node0
 stop_node node1
-disks_unchanged "after both were primary"
-info "1: both primary: refused, disks unchanged"
+disks_unchanged "after both were started as primary"
+: >"$tmpdir/split-brain-events"     # part 2 counts its own handler runs
+info "1: both started as primary: node1 gave way, split brain refused, disks unchanged"
 
 # ---- 2. node0 primary, node1 secondary: split brain ---------------------------
 uuid0=$(uuid_of node0)
