@@ -55,10 +55,12 @@ check_peer (struct repl_node *node, struct peer *p, uint64_t now)
   if ((p->pr_repl == REPL_WF_BITMAP_S || p->pr_repl == REPL_WF_BITMAP_T) &&
       p->pr_repl_since_ns < now &&
       now - p->pr_repl_since_ns > 5 * cfg->cf_timeout_ms * UINT64_C (1000000)) {
-    peer_fail_locked (p, gen, "%s did not arrive within %.1f s; reconnecting",
+    peer_fail_locked (p, gen, "%s did not arrive within %.1f s of %s; "
+                      "reconnecting",
                       p->pr_repl == REPL_WF_BITMAP_S ? "its bitmap"
-                      : "its RESYNC_START",
-                      (now - p->pr_repl_since_ns) / 1e9);
+                      : "its RESYNC_START", (now - p->pr_repl_since_ns) / 1e9,
+                      p->pr_repl == REPL_WF_BITMAP_S ? "connecting"
+                      : "sending our bitmap");
     goto out;
   }
   /* Only ping an idle link (a busy one proves itself), and never wait:
