@@ -21,6 +21,7 @@
 #include "repl-state.h"
 #include "wire.h"
 #include "engine.h"
+#include "locks.h"
 
 #define NODE_MAGIC 0x4e4f4445       /* "NODE" */
 #define PEER_MAGIC 0x50454552       /* "PEER" */
@@ -148,7 +149,7 @@ struct out_msg {
  * handshake (peer-tls.c); far more than 2 per peer + MAX_HANDSHAKES. */
 #define MAX_TLS_RELAYS 64
 struct thread_set {
-  pthread_mutex_t ts_lock;
+  pthread_mutex_t ts_lock;      /* guards the fields below */
   pthread_cond_t ts_cond;
   unsigned ts_running;          /* started, not yet finished */
   unsigned ts_max;              /* at most this many running */
@@ -473,6 +474,26 @@ extern int peer_submit_read_locked (struct peer *p, void *buf,
 
 /* ---- node.c, listener.c, ticker.c, control.c ------------------------ */
 
+/* The locks, listed in precedence order: do not take an earlier lock in
+ * this list while holding a later one (nbdkit's rule).
+ *
+ *   n_role_lock       role changes against client opens (role.c)
+ *   the range lock    n_ilock: a write's byte range, held across its
+ *                     activity-log transaction, local write and the wait
+ *                     for the peers' ACKs (write-path.c, by design)
+ *   rp_lock           a resync pass's cursor (resync.c)
+ *   n_al_lock         the activity log; never held during I/O
+ *   n_md_io_lock      the metadata file and n_md.md_super; held across
+ *                     its writes and fdatasync
+ *   n_lock            the node's role, disk state and the rest marked
+ *                     below
+ *   pr_lock           one peer (struct peer); never two at once, and
+ *                     never together with n_lock
+ *   il_lock, ts_lock  inside the interval lock and a thread set only
+ *
+ * No lock but the range lock is held across a network wait; a function
+ * named *_locked asserts the lock it needs (ASSERT_LOCKED, locks.h). */
+
 struct repl_node {
   uint32_t n_magic;
   struct repl_config n_cfg;
@@ -496,7 +517,10 @@ struct repl_node {
   atomic_uint_fast64_t n_clients; /* NBD client connections open */
   bool n_auto_promoted;         /* promoted by a client open (auto-promote):
                                    demoted when the last one closes */
-  pthread_mutex_t n_lock;       /* guards n_role, n_disk, n_primary */
+  pthread_mutex_t n_lock;       /* guards n_role, n_disk, n_primary_id,
+                                   n_start_*, n_sync_source_id, n_quorum,
+                                   n_stopping, the n_dl_* fields and a
+                                   diskless node's n_vol.vol_size */
   pthread_cond_t n_cond;        /* signalled when stopping */
   enum repl_role n_role;
   enum repl_disk_state n_disk;

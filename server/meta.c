@@ -124,6 +124,7 @@ meta_write_super_locked (struct repl_node *node, const struct md_super *sb)
 {
   char err[256];
 
+  ASSERT_LOCKED (&node->n_md_io_lock);
   if (md_write_super (&node->n_md, sb, err, sizeof err) == -1) {
     log_error ("metadata %s: superblock: %s", node->n_md_path, err);
     return -1;

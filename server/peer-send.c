@@ -113,6 +113,7 @@ append_locked (struct peer *p, struct out_msg *om)
 void
 peer_queue_locked (struct peer *p, struct out_msg *om)
 {
+  ASSERT_LOCKED (&p->pr_lock);
   append_locked (p, om);
   peer_flush_locked (p);
 }
@@ -192,6 +193,7 @@ send_batches (struct peer *p, unsigned max_batches)
 void
 peer_flush_locked (struct peer *p)
 {
+  ASSERT_LOCKED (&p->pr_lock);
   send_batches (p, 0);
 }
 
@@ -234,6 +236,7 @@ peer_flush_from_reader_locked (struct peer *p)
 {
   uint64_t gen = p->pr_gen;
 
+  ASSERT_LOCKED (&p->pr_lock);
   /* (A failed send ends the connection; teardown drops the rest.) */
   while (!p->pr_sending && p->pr_qhead != NULL &&
          p->pr_state == CONN_CONNECTED && p->pr_gen == gen) {
@@ -349,6 +352,7 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
   uint64_t seq, gen = p->pr_gen;
   int i;
 
+  ASSERT_LOCKED (&p->pr_lock);
   while (p->pr_state == CONN_CONNECTED && p->pr_gen == gen &&
          p->pr_ring_count == PEER_WINDOW)
     pthread_cond_wait (&p->pr_cond, &p->pr_lock);
@@ -473,6 +477,7 @@ peer_teardown_locked (struct peer *p)
 {
   struct out_msg *om;
 
+  ASSERT_LOCKED (&p->pr_lock);
   assert (p->pr_state != CONN_CONNECTED);
   while (p->pr_sending)
     pthread_cond_wait (&p->pr_cond, &p->pr_lock);

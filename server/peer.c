@@ -125,6 +125,7 @@ peer_free (struct peer *p)
 static void
 vfail_locked (struct peer *p, uint64_t gen, const char *fmt, va_list ap)
 {
+  ASSERT_LOCKED (&p->pr_lock);
   if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
     return;                     /* already failed, or a newer connection */
   vsnprintf (p->pr_last_error, sizeof p->pr_last_error, fmt, ap);
@@ -219,6 +220,7 @@ sleep_locked (struct peer *p, unsigned ms)
 {
   struct timespec ts;
 
+  ASSERT_LOCKED (&p->pr_lock);
   clock_gettime (CLOCK_MONOTONIC, &ts);
   ts.tv_sec += ms / 1000;
   ts.tv_nsec += (long) (ms % 1000) * 1000000;

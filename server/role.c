@@ -478,6 +478,7 @@ role_auto_promote_locked (struct repl_node *node)
   enum repl_disk_state disk;
   char err[256];
 
+  ASSERT_LOCKED (&node->n_role_lock);
   pthread_mutex_lock (&node->n_lock);
   disk = node->n_disk;
   pthread_mutex_unlock (&node->n_lock);
@@ -498,6 +499,7 @@ role_auto_demote_locked (struct repl_node *node)
 {
   char err[256];
 
+  ASSERT_LOCKED (&node->n_role_lock);
   node->n_auto_promoted = false;
   if (demote (node, err, sizeof err) == -1) {
     log_error ("node %s: auto-demote after the last client: %s",

@@ -22,6 +22,7 @@ peer_set_repl_locked (struct peer *p, enum repl_state to)
 {
   enum repl_state from = p->pr_repl;
 
+  ASSERT_LOCKED (&p->pr_lock);
   if (from == to)
     return 0;
   if (!repl_state_may (from, to)) {
@@ -66,6 +67,7 @@ node_set_disk (struct repl_node *node, enum repl_disk_state disk)
 void
 node_set_role_locked (struct repl_node *node, enum repl_role role)
 {
+  ASSERT_LOCKED (&node->n_lock);
   node->n_role = role;
   if (role == REPL_ROLE_PRIMARY)
     node->n_primary_id = node->n_self->nc_id;
@@ -78,5 +80,6 @@ node_set_role_locked (struct repl_node *node, enum repl_role role)
 bool
 peer_resyncing_locked (const struct peer *p)
 {
+  ASSERT_LOCKED (&p->pr_lock);
   return p->pr_repl == REPL_SYNC_SOURCE || p->pr_repl == REPL_SYNC_TARGET;
 }

@@ -178,6 +178,7 @@ verify_csum_submit_locked (struct peer *p, unsigned slot, const uint8_t *buf,
                            uint32_t len, uint64_t offset, struct waiter *w,
                            struct out_msg *om)
 {
+  ASSERT_LOCKED (&p->pr_lock);
   uint8_t *digests = p->pr_verify_digests +
     (size_t) slot * (VERIFY_MAX_BYTES / 512) * DIGEST_SIZE;
 
