@@ -145,13 +145,8 @@ snapshot_node (struct repl_node *node, struct node_snapshot *ns)
    * thread starts and cleared after it has stopped. */
   ns->md_open = node->n_md_open;
   if (ns->md_open) {
-    clock_gettime (CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += CONTROL_MD_LOCK_TIMEOUT_MS / 1000;
-    deadline.tv_nsec += (CONTROL_MD_LOCK_TIMEOUT_MS % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-      deadline.tv_sec++;
-      deadline.tv_nsec -= 1000000000L;
-    }
+    deadline = deadline_after_ns (CONTROL_MD_LOCK_TIMEOUT_MS *
+                                  UINT64_C (1000000));
     if (pthread_mutex_clocklock (&node->n_md_io_lock, CLOCK_MONOTONIC,
                                  &deadline) == 0) {
       ns->sb = node->n_md.md_super;

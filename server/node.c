@@ -149,18 +149,12 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   node->n_md_fd = -1;
   node->n_primary_id = -1;
   node->n_sync_source_id = -1;
-  pthread_mutex_init (&node->n_lock, NULL);
-  pthread_mutex_init (&node->n_role_lock, NULL);
-  pthread_mutex_init (&node->n_md_io_lock, NULL);
-  pthread_mutex_init (&node->n_al_lock, NULL);
-  {
-    pthread_condattr_t attr;
-    pthread_condattr_init (&attr);
-    pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
-    pthread_cond_init (&node->n_cond, &attr);
-    pthread_cond_init (&node->n_al_cond, &attr);
-    pthread_condattr_destroy (&attr);
-  }
+  mutex_init (&node->n_lock);
+  mutex_init (&node->n_role_lock);
+  mutex_init (&node->n_md_io_lock);
+  mutex_init (&node->n_al_lock);
+  cond_init (&node->n_cond);
+  cond_init (&node->n_al_cond);
   ilock_init (&node->n_ilock);
   thread_set_init (&node->n_handshakes, MAX_HANDSHAKES);
   thread_set_init (&node->n_tls_relays, MAX_TLS_RELAYS);
@@ -370,10 +364,9 @@ engine_size (struct repl_node *node)
 
   pthread_mutex_lock (&node->n_lock);
   if (node->n_diskless && node->n_vol.vol_size == 0) {
-    struct timespec ts;
+    struct timespec ts = deadline_after_ns
+      ((node->n_cfg.cf_ping_timeout_ms + 1000) * UINT64_C (1000000));
 
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += node->n_cfg.cf_ping_timeout_ms / 1000 + 1;
     while (node->n_vol.vol_size == 0 && !node->n_stopping &&
            pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts) == 0)
       ;

@@ -40,7 +40,6 @@ struct peer *
 peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
 {
   struct peer *p;
-  pthread_condattr_t attr;
   unsigned i;
 
   p = calloc (1, sizeof *p);
@@ -77,14 +76,11 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
   p->pr_node = node;
   p->pr_cfg = cfg;
   p->pr_dials = node->n_self->nc_id < cfg->nc_id;
-  pthread_mutex_init (&p->pr_lock, NULL);
-  pthread_condattr_init (&attr);
-  pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
-  pthread_cond_init (&p->pr_cond, &attr);
-  pthread_cond_init (&p->pr_rx_cond, &attr);
-  pthread_cond_init (&p->pr_resync_cond, &attr);
-  pthread_cond_init (&p->pr_flush_cond, &attr);
-  pthread_condattr_destroy (&attr);
+  mutex_init (&p->pr_lock);
+  cond_init (&p->pr_cond);
+  cond_init (&p->pr_rx_cond);
+  cond_init (&p->pr_resync_cond);
+  cond_init (&p->pr_flush_cond);
   p->pr_state = CONN_CONNECTING;
   p->pr_fd = -1;
   p->pr_incoming_fd = -1;
@@ -218,16 +214,9 @@ peer_hand_over (struct peer *p, int fd, const char *from,
 static bool
 sleep_locked (struct peer *p, unsigned ms)
 {
-  struct timespec ts;
+  struct timespec ts = deadline_after_ns (ms * UINT64_C (1000000));
 
   ASSERT_LOCKED (&p->pr_lock);
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  ts.tv_sec += ms / 1000;
-  ts.tv_nsec += (long) (ms % 1000) * 1000000;
-  if (ts.tv_nsec >= 1000000000) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000;
-  }
   while (!p->pr_stopping && p->pr_incoming_fd == -1)
     if (pthread_cond_timedwait (&p->pr_cond, &p->pr_lock, &ts) == ETIMEDOUT)
       break;

@@ -104,12 +104,7 @@ ticker_thread (void *arg)
     role_start_check (node);
     pthread_mutex_lock (&node->n_lock);
 
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += TICK_MS * 1000000L;
-    if (ts.tv_nsec >= 1000000000) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000;
-    }
+    ts = deadline_after_ns (TICK_MS * UINT64_C (1000000));
     if (!node->n_stopping)
       pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts);
   }
