@@ -193,7 +193,6 @@ struct peer {
   int pr_fd;
   int pr_incoming_fd;           /* handed over by the listener, or -1 */
   struct repl_hello pr_incoming_hello; /* its HELLO (authenticated) */
-  char pr_incoming_from[64];    /* its address, for log lines */
   uint64_t pr_accepted;         /* the listener's number of the newest
                                    connection handed over */
   bool pr_stopping;

@@ -75,23 +75,34 @@ read_hello_bytes (struct repl_node *node, int fd, void *buf, size_t len,
 }
 
 /* Log why a connection from this address (claiming to be node `node`,
- * or NULL) was refused.  A peer retries every few seconds, so the same
+ * or NULL) was refused.  A peer retries every few seconds, and a
+ * stranger may try far more often, with varying mistakes: the same
  * refusal from the same host is logged once a minute, with how often it
- * was repeated meanwhile. */
+ * was repeated meanwhile.  The last REFUSE_SLOTS different refusals are
+ * remembered, so that alternating between a few reasons floods nothing
+ * either. */
 #define REPEAT_NS (60 * UINT64_C (1000000000))
+#define REFUSE_SLOTS 8
+
+struct refusal {
+  char rf_key[600];             /* host and message; "" for a free slot */
+  uint64_t rf_ns;               /* when it was last logged */
+  unsigned rf_repeats;          /* since then, not logged */
+};
 
 static void
 refuse_vlog (const char *from, const char *node, const char *fmt, va_list ap)
 {
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  static char last[600];        /* under lock: handshakes run in parallel */
-  static char last_host[INET6_ADDRSTRLEN + 8];
-  static uint64_t last_ns;
-  static unsigned repeats;
-  char msg[512], key[600], host[sizeof last_host];
+  static struct refusal slots[REFUSE_SLOTS]; /* under lock: handshakes run
+                                                in parallel */
+  char msg[512], key[sizeof slots[0].rf_key], host[INET6_ADDRSTRLEN + 8];
   const char *colon = strrchr (from, ':');
   uint64_t now = now_ns ();
+  struct refusal *rf = NULL;
+  unsigned repeats = 0;
   int n = 0;
+  size_t i;
 
   if (node)
     n = snprintf (msg, sizeof msg, "(node %s): ", node);
@@ -99,21 +110,36 @@ refuse_vlog (const char *from, const char *node, const char *fmt, va_list ap)
   snprintf (host, sizeof host, "%.*s",
             colon ? (int) (colon - from) : (int) strlen (from), from);
   snprintf (key, sizeof key, "%s %s", host, msg);
+
   pthread_mutex_lock (&lock);
-  if (strcmp (key, last) == 0 && now - last_ns < REPEAT_NS) {
-    repeats++;
+  for (i = 0; i < REFUSE_SLOTS; i++)
+    if (strcmp (slots[i].rf_key, key) == 0) {
+      rf = &slots[i];
+      break;
+    }
+  if (rf && now - rf->rf_ns < REPEAT_NS) {
+    rf->rf_repeats++;
     pthread_mutex_unlock (&lock);
     return;
   }
-  if (repeats > 0)
-    log_error ("connection from %s: its refusal before was repeated %u "
-               "times", last_host, repeats);
-  log_error ("connection from %s%s%s", from, node ? " " : ": ", msg);
-  snprintf (last, sizeof last, "%s", key);
-  snprintf (last_host, sizeof last_host, "%s", host);
-  last_ns = now;
-  repeats = 0;
+  if (rf)
+    repeats = rf->rf_repeats;
+  else {                        /* the slot logged longest ago */
+    rf = &slots[0];
+    for (i = 1; i < REFUSE_SLOTS; i++)
+      if (slots[i].rf_ns < rf->rf_ns)
+        rf = &slots[i];
+  }
+  snprintf (rf->rf_key, sizeof rf->rf_key, "%s", key);
+  rf->rf_ns = now;
+  rf->rf_repeats = 0;
   pthread_mutex_unlock (&lock);
+
+  if (repeats > 0)
+    log_error ("connection from %s%s%s (and %u times more in the minute "
+               "before)", from, node ? " " : ": ", msg, repeats);
+  else
+    log_error ("connection from %s%s%s", from, node ? " " : ": ", msg);
 }
 
 static void __attribute__ ((format (printf, 2, 3)))

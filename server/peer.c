@@ -218,7 +218,6 @@ peer_hand_over (struct peer *p, int fd, const char *from,
     close (p->pr_incoming_fd);
   p->pr_incoming_fd = fd;
   p->pr_incoming_hello = *hello;
-  snprintf (p->pr_incoming_from, sizeof p->pr_incoming_from, "%s", from);
   /* A peer only dials again after losing the old connection, perhaps by
    * restarting, before we noticed: the new connection wins. */
   peer_fail_locked (p, p->pr_gen, "peer connected again; replacing the old connection");
@@ -329,14 +328,14 @@ send_hello_state (struct peer *p, int fd)
 }
 
 /* Read the header of a handshake message of the given type, and check
- * it.  Returns 0, or -1 with the reason recorded (set_error). */
+ * it.  Returns 0, or -1 with the reason recorded (set_error), in which
+ * the message is `name`. */
 static int
 read_handshake_hdr (struct peer *p, int fd, enum repl_msg_type type,
-                    struct repl_hdr *h)
+                    const char *name, struct repl_hdr *h)
 {
   uint8_t hbuf[REPL_HDR_SIZE];
   unsigned timeout = p->pr_node->n_cfg.cf_ping_timeout_ms;
-  const char *name = wire_type_name (type);
   const char *why;
   char err[256];
 
@@ -353,7 +352,8 @@ read_handshake_hdr (struct peer *p, int fd, enum repl_msg_type type,
     return -1;
   }
   if (h->type != type) {
-    set_error (p, "expected %s, got %s", name, wire_type_name (h->type));
+    set_error (p, "expected %s, got %s", wire_type_name (type),
+               wire_type_name (h->type));
     return -1;
   }
   return 0;
@@ -368,7 +368,7 @@ read_hello (struct peer *p, int fd, struct repl_hello *hello)
   struct repl_hdr h;
   char err[256];
 
-  if (read_handshake_hdr (p, fd, REPL_MSG_HELLO, &h) == -1)
+  if (read_handshake_hdr (p, fd, REPL_MSG_HELLO, "hello", &h) == -1)
     return -1;
   if (sock_read_full (fd, pbuf, h.length, timeout) == -1) {
     set_error (p, "reading hello: %m");
@@ -391,7 +391,8 @@ read_hello_state (struct peer *p, int fd, struct repl_hello *hello)
   struct repl_hdr h;
   char err[256];
 
-  if (read_handshake_hdr (p, fd, REPL_MSG_HELLO_STATE, &h) == -1)
+  if (read_handshake_hdr (p, fd, REPL_MSG_HELLO_STATE, "HELLO_STATE",
+                          &h) == -1)
     return -1;
   if (sock_read_full (fd, pbuf, sizeof pbuf, timeout) == -1) {
     set_error (p, "reading HELLO_STATE: %m");
@@ -499,7 +500,10 @@ exchange_state (struct peer *p, int fd, struct repl_hello *hello)
   return 0;
 }
 
-/* Get a connected, handshaken socket, or -1 if stopping. */
+/* Get a connected, handshaken socket, or -1 if stopping: one the
+ * listener authenticated and handed over, or one we dial and
+ * authenticate here; then the HELLO_STATEs.  hello gets the peer's
+ * HELLO and HELLO_STATE. */
 static int
 establish (struct peer *p, struct repl_hello *hello)
 {
@@ -509,7 +513,7 @@ establish (struct peer *p, struct repl_hello *hello)
 
   for (;;) {
     int fd = -1;
-    char from[sizeof p->pr_incoming_from], err[512];
+    char err[512];
 
     pthread_mutex_lock (&p->pr_lock);
     if (!p->pr_dials) {
@@ -523,7 +527,6 @@ establish (struct peer *p, struct repl_hello *hello)
     if (p->pr_incoming_fd >= 0) {   /* the peer dialled us */
       fd = p->pr_incoming_fd;
       *hello = p->pr_incoming_hello;
-      memcpy (from, p->pr_incoming_from, sizeof from);
       p->pr_incoming_fd = -1;
     }
     pthread_mutex_unlock (&p->pr_lock);
