@@ -2,7 +2,7 @@
  * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
  *
  * Encoding and checked decoding of the 32-byte message header and of the
- * HELLO payload (layouts in wire.h).  Everything here is pure: no I/O,
+ * HELLO and HELLO_STATE payloads (layouts in wire.h).  Everything here is pure: no I/O,
  * no logging; failures come back as -1, errno = EPROTO and one line in
  * the caller's buffer, which the caller logs once.
  */
@@ -18,13 +18,17 @@
 #include <string.h>
 
 #include "byte-order.h"
+#include "uuid-compare.h"
 #include "wire.h"
 
 /* What a message of each type may carry. */
 enum wire_payload {
   WIRE_PAYLOAD_NONE,            /* length 0 */
   WIRE_PAYLOAD_COUNT,           /* length == count: the data itself */
-  WIRE_PAYLOAD_HELLO,           /* length == REPL_HELLO_SIZE */
+  WIRE_PAYLOAD_HELLO,           /* 4 <= length <= REPL_HELLO_MAX (the
+                                   payload decoder checks the version,
+                                   then REPL_HELLO_SIZE) */
+  WIRE_PAYLOAD_HELLO_STATE,     /* length == REPL_HELLO_STATE_SIZE */
   WIRE_PAYLOAD_UUIDS,           /* length == REPL_UUIDS_SIZE */
   WIRE_PAYLOAD_WORD,            /* length == 8 */
   WIRE_PAYLOAD_AUTH,            /* length == REPL_AUTH_SIZE */
@@ -73,6 +77,8 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
                                 false },
   [REPL_MSG_AUTH_RESPONSE] = { "AUTH_RESPONSE", 0, WIRE_PAYLOAD_AUTH,
                                false },
+  [REPL_MSG_HELLO_STATE] =  { "HELLO_STATE", 0, WIRE_PAYLOAD_HELLO_STATE,
+                              false },
 };
 
 static const struct wire_type *
@@ -205,9 +211,14 @@ wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE], struct repl_hdr *h,
                          name, h->length, h->count);
     break;
   case WIRE_PAYLOAD_HELLO:
-    if (h->length != REPL_HELLO_SIZE)
+    if (h->length < 4 || h->length > REPL_HELLO_MAX)
+      return wire_error (err, errlen, "%s: length %" PRIu32 " not in 4..%d",
+                         name, h->length, REPL_HELLO_MAX);
+    break;
+  case WIRE_PAYLOAD_HELLO_STATE:
+    if (h->length != REPL_HELLO_STATE_SIZE)
       return wire_error (err, errlen, "%s: length %" PRIu32 " != %d",
-                         name, h->length, REPL_HELLO_SIZE);
+                         name, h->length, REPL_HELLO_STATE_SIZE);
     break;
   case WIRE_PAYLOAD_UUIDS:
     if (h->length != REPL_UUIDS_SIZE)
@@ -301,17 +312,21 @@ wire_encode_hello (const struct repl_hello *hello,
   put_be32 (out + 4, hello->features);
   put_be32 (out + 8, hello->node_id);
   put_be32 (out + 12, hello->peer_id);
-  put_be32 (out + 16, hello->role);
-  put_be32 (out + 20, hello->disk_state);
-  put_be64 (out + 24, hello->size);
-  memset (out + 32, 0, REPL_RESOURCE_MAX);
-  memcpy (out + 32, hello->resource, n);
-  wire_encode_uuids (&hello->uuids, out + 96);
-  put_be64 (out + 136, hello->primary_since);
+  memset (out + 16, 0, REPL_RESOURCE_MAX);
+  memcpy (out + 16, hello->resource, n);
 }
 
-/* Strict on the resource field: the name, one NUL, then only NULs, so
- * that two peers can never disagree about what the name was. */
+void
+wire_encode_hello_state (const struct repl_hello *hello,
+                         uint8_t out[REPL_HELLO_STATE_SIZE])
+{
+  put_be32 (out + 0, hello->role);
+  put_be32 (out + 4, hello->disk_state);
+  put_be64 (out + 8, hello->size);
+  wire_encode_uuids (&hello->uuids, out + 16);
+  put_be64 (out + 56, hello->primary_since);
+}
+
 void
 wire_encode_uuids (const struct repl_uuids *u, uint8_t out[REPL_UUIDS_SIZE])
 {
@@ -339,40 +354,37 @@ wire_decode_uuids (const uint8_t *in, size_t len, struct repl_uuids *u,
   return 0;
 }
 
+/* The version first: a HELLO of another version has another size, and
+ * "version 3 not supported" says more than a length.  Strict on the
+ * resource field: the name, one NUL, then only NULs, so that two peers
+ * can never disagree about what the name was. */
 int
 wire_decode_hello (const uint8_t *in, size_t len, struct repl_hello *hello,
                    char *err, size_t errlen)
 {
-  const uint8_t *res = in + 32;
+  const uint8_t *res = in + 16;
   const uint8_t *nul;
   size_t i, n;
 
-  if (len != REPL_HELLO_SIZE)
-    return wire_error (err, errlen, "HELLO: payload length %zu != %d",
-                       len, REPL_HELLO_SIZE);
-
+  if (len < 4)
+    return wire_error (err, errlen, "HELLO: payload length %zu < 4", len);
   hello->version = get_be32 (in + 0);
-  hello->features = get_be32 (in + 4);
-  hello->node_id = get_be32 (in + 8);
-  hello->peer_id = get_be32 (in + 12);
-  hello->role = get_be32 (in + 16);
-  hello->disk_state = get_be32 (in + 20);
-  hello->size = get_be64 (in + 24);
-
   if (hello->version != REPL_PROTO_VERSION)
     return wire_error (err, errlen, "HELLO: version %" PRIu32
                        " not supported (want %d)",
                        hello->version, REPL_PROTO_VERSION);
+  if (len != REPL_HELLO_SIZE)
+    return wire_error (err, errlen, "HELLO: payload length %zu != %d",
+                       len, REPL_HELLO_SIZE);
+
+  hello->features = get_be32 (in + 4);
+  hello->node_id = get_be32 (in + 8);
+  hello->peer_id = get_be32 (in + 12);
+
   if (hello->features & ~REPL_FEATURES_KNOWN)
     return wire_error (err, errlen, "HELLO: features 0x%" PRIx32
                        " not supported",
                        hello->features & ~REPL_FEATURES_KNOWN);
-  if (hello->role > REPL_ROLE_MAX)
-    return wire_error (err, errlen, "HELLO: role %" PRIu32 " out of range",
-                       hello->role);
-  if (hello->disk_state > REPL_DISK_STATE_MAX)
-    return wire_error (err, errlen, "HELLO: disk state %" PRIu32
-                       " out of range", hello->disk_state);
 
   nul = memchr (res, 0, REPL_RESOURCE_MAX);
   if (nul == NULL)
@@ -389,7 +401,36 @@ wire_decode_hello (const uint8_t *in, size_t len, struct repl_hello *hello,
                          "not 0", i, res[i]);
 
   memcpy (hello->resource, res, REPL_RESOURCE_MAX);
-  hello->primary_since = get_be64 (in + 136);
-  return wire_decode_uuids (in + 96, REPL_UUIDS_SIZE, &hello->uuids,
-                            err, errlen);
+  return 0;
+}
+
+int
+wire_decode_hello_state (const uint8_t *in, size_t len,
+                         struct repl_hello *hello, char *err, size_t errlen)
+{
+  if (len != REPL_HELLO_STATE_SIZE)
+    return wire_error (err, errlen, "HELLO_STATE: payload length %zu != %d",
+                       len, REPL_HELLO_STATE_SIZE);
+
+  hello->role = get_be32 (in + 0);
+  hello->disk_state = get_be32 (in + 4);
+  hello->size = get_be64 (in + 8);
+  if (wire_decode_uuids (in + 16, REPL_UUIDS_SIZE, &hello->uuids,
+                         err, errlen) == -1)
+    return -1;
+  hello->primary_since = get_be64 (in + 56);
+
+  if (hello->role > REPL_ROLE_MAX)
+    return wire_error (err, errlen, "HELLO_STATE: role %" PRIu32
+                       " out of range", hello->role);
+  if (hello->disk_state > REPL_DISK_STATE_MAX)
+    return wire_error (err, errlen, "HELLO_STATE: disk state %" PRIu32
+                       " out of range", hello->disk_state);
+  if (hello->size > INT64_MAX)
+    return wire_error (err, errlen, "HELLO_STATE: size %" PRIu64
+                       " out of range", hello->size);
+  if (hello->uuids.flags & ~GU_FLAGS_KNOWN)
+    return wire_error (err, errlen, "HELLO_STATE: generation UUID flags 0x%"
+                       PRIx32 " unknown", hello->uuids.flags & ~GU_FLAGS_KNOWN);
+  return 0;
 }

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #define REPL_MAGIC          UINT32_C (0x4e425250)   /* "NBRP" */
-#define REPL_PROTO_VERSION  3
+#define REPL_PROTO_VERSION  4
 #define REPL_HDR_SIZE       32
 #define REPL_MAX_PAYLOAD    (4u << 20)              /* 4 MiB */
 #define REPL_RESOURCE_MAX   64                      /* bytes incl. NUL */
@@ -34,8 +34,11 @@
 /* Message types.  The table in wire.c says, for each, which flags are
  * allowed and whether it carries a payload. */
 enum repl_msg_type {
-  REPL_MSG_HELLO = 1,         /* payload: struct repl_hello; first message
-                                 each way on a new connection */
+  REPL_MSG_HELLO = 1,         /* payload: the identity part of struct
+                                 repl_hello (REPL_HELLO_SIZE bytes); first
+                                 message each way on a new connection,
+                                 before authentication: says nothing of
+                                 the sender's data */
   REPL_MSG_PING = 2,          /* keepalive, sent by both sides when idle */
   REPL_MSG_PONG = 3,          /* reserved; accepted and ignored */
   REPL_MSG_WRITE = 4,         /* primary→secondary: payload = count bytes of
@@ -92,10 +95,17 @@ enum repl_msg_type {
   /* Right after the HELLOs, when both have feature AUTH: */
   REPL_MSG_AUTH_CHALLENGE = 24, /* payload: REPL_AUTH_SIZE random bytes */
   REPL_MSG_AUTH_RESPONSE = 25,  /* payload: HMAC-SHA256 (secret, the
-                                 peer's challenge || our node id as 4
-                                 big-endian bytes || the resource name) */
+                                 peer's challenge || our node id || the
+                                 peer's node id, each 4 big-endian
+                                 bytes || the resource name) */
+  REPL_MSG_HELLO_STATE = 26,  /* unsequenced; payload: the state part of
+                                 struct repl_hello (REPL_HELLO_STATE_SIZE
+                                 bytes); sent once each way after the
+                                 HELLOs and the authentication (secret,
+                                 or TLS with certificates), before any
+                                 other message */
 };
-#define REPL_MSG_TYPE_MAX 25
+#define REPL_MSG_TYPE_MAX 26
 #define REPL_AUTH_SIZE 32
 
 /* HELLO features. */
@@ -128,7 +138,7 @@ struct repl_hdr {
   uint64_t offset;
 };
 
-/* Roles and disk states, as carried in HELLO. */
+/* Roles and disk states, as carried in HELLO_STATE and STATE. */
 enum repl_role {
   REPL_ROLE_SECONDARY = 0,
   REPL_ROLE_PRIMARY = 1,
@@ -163,32 +173,56 @@ struct repl_uuids {
   uint32_t changes;
 };
 
-/* HELLO payload, REPL_HELLO_SIZE bytes, big-endian:
+/* The handshake of a connection, in this order:
+ *
+ *   TLS       with tls: true (server/peer-tls.c)
+ *   HELLO     each way: who the sender is and how it authenticates;
+ *             nothing about its data
+ *   AUTH_*    with a secret on both sides (server/peer-auth.c)
+ *   HELLO_STATE  each way, only once the peer is authenticated: the
+ *             sender's role, disk state, size and generation UUIDs
+ *
+ * The receiver keeps both in one struct repl_hello.
+ *
+ * HELLO payload, REPL_HELLO_SIZE bytes, big-endian:
  *
  *   0  4 version     REPL_PROTO_VERSION
  *   4  4 features    REPL_FEATURE_*
  *   8  4 node_id     the sender's id
  *  12  4 peer_id     the id the sender believes it is talking to
- *  16  4 role        enum repl_role
- *  20  4 disk_state  enum repl_disk_state
- *  24  8 size        the sender's volume size in bytes (a diskless
- *                    node: the size it learnt from a storage node, or 0)
- *  32 64 resource    NUL-terminated, NUL-padded resource name
- *  96 40 uuids       the sender's generation UUIDs (above)
- * 136  8 primary_since when the sender last became Primary, ms since the
+ *  16 64 resource    NUL-terminated, NUL-padded resource name
+ *
+ * The header of a HELLO may announce any length from 4 to
+ * REPL_HELLO_MAX, so that a HELLO of another protocol version (3 had
+ * 144 bytes) is read whole and refused for its version, by name.
+ */
+#define REPL_HELLO_SIZE 80
+#define REPL_HELLO_MAX 256
+
+/* HELLO_STATE payload, REPL_HELLO_STATE_SIZE bytes, big-endian:
+ *
+ *   0  4 role        enum repl_role
+ *   4  4 disk_state  enum repl_disk_state
+ *   8  8 size        the sender's volume size in bytes, <= INT64_MAX (a
+ *                    diskless node: the size it learnt from a storage
+ *                    node, or 0)
+ *  16 40 uuids       the sender's generation UUIDs (above)
+ *  56  8 primary_since when the sender last became Primary, ms since the
  *                    Unix epoch, 0 if never (discard-younger-primary)
  */
-#define REPL_HELLO_SIZE 144
+#define REPL_HELLO_STATE_SIZE 64
 
 struct repl_hello {
+  /* HELLO */
   uint32_t version;
   uint32_t features;
   uint32_t node_id;
   uint32_t peer_id;
+  char resource[REPL_RESOURCE_MAX];
+  /* HELLO_STATE */
   uint32_t role;
   uint32_t disk_state;
   uint64_t size;
-  char resource[REPL_RESOURCE_MAX];
   struct repl_uuids uuids;
   uint64_t primary_since;
 };
@@ -206,8 +240,9 @@ extern void wire_encode_hdr (const struct repl_hdr *h,
 
 /* Decode and check a header on its own: magic, known type, flags allowed
  * for the type, length <= REPL_MAX_PAYLOAD and consistent with the type
- * (WRITE and RESYNC_DATA: length == count > 0; HELLO: REPL_HELLO_SIZE;
- * TRIM and ZERO: length 0, count > 0; all others: length 0, count 0).
+ * (WRITE and RESYNC_DATA: length == count > 0; HELLO: 4 to
+ * REPL_HELLO_MAX; HELLO_STATE: REPL_HELLO_STATE_SIZE; TRIM and ZERO:
+ * length 0, count > 0; all others: length 0, count 0).
  * Returns 0, or -1 with errno = EPROTO and a message in err naming the
  * field and the value. */
 extern int wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE],
@@ -228,16 +263,32 @@ extern int wire_decode_uuids (const uint8_t *in, size_t len,
                               struct repl_uuids *u, char *err,
                               size_t errlen);
 
+/* The HELLO fields of hello (version to resource). */
 extern void wire_encode_hello (const struct repl_hello *hello,
                                uint8_t out[REPL_HELLO_SIZE]);
 
-/* Decode and check a HELLO payload: len == REPL_HELLO_SIZE, version ==
- * REPL_PROTO_VERSION, role and disk_state in range, resource NUL-
- * terminated within its field and non-empty.  Node ids and size are
- * checked by the caller, who knows the configuration.  Returns 0, or -1
- * with errno = EPROTO and a message. */
+/* Decode and check a HELLO payload into the HELLO fields of hello:
+ * version == REPL_PROTO_VERSION (checked first, so that a HELLO of
+ * another version is named for it), len == REPL_HELLO_SIZE, no unknown
+ * features, resource NUL-terminated within its field, NUL-padded and
+ * non-empty.  Node ids are checked by the caller, who knows the
+ * configuration.  Returns 0, or -1 with errno = EPROTO and a message. */
 extern int wire_decode_hello (const uint8_t *in, size_t len,
                               struct repl_hello *hello,
                               char *err, size_t errlen);
+
+/* The HELLO_STATE fields of hello (role to primary_since). */
+extern void wire_encode_hello_state (const struct repl_hello *hello,
+                                     uint8_t out[REPL_HELLO_STATE_SIZE]);
+
+/* Decode and check a HELLO_STATE payload into the HELLO_STATE fields of
+ * hello: len == REPL_HELLO_STATE_SIZE, role and disk_state in range,
+ * size <= INT64_MAX, no unknown generation UUID flags (GU_FLAGS_KNOWN).
+ * The UUIDs themselves (uuid_check), and the size against ours, are
+ * checked by the caller, who knows whether they count.  Returns 0, or
+ * -1 with errno = EPROTO and a message. */
+extern int wire_decode_hello_state (const uint8_t *in, size_t len,
+                                    struct repl_hello *hello,
+                                    char *err, size_t errlen);
 
 #endif /* NBDREPL_WIRE_H */

@@ -194,8 +194,7 @@ struct peer {
   uint64_t pr_gen;              /* bumped on every new connection */
   int pr_fd;
   int pr_incoming_fd;           /* handed over by the listener, or -1 */
-  struct repl_hello pr_incoming_hello;
-  char pr_incoming_from[64];    /* its address, for log lines */
+  struct repl_hello pr_incoming_hello; /* its HELLO (authenticated) */
   uint64_t pr_accepted;         /* the listener's number of the newest
                                    connection handed over */
   bool pr_stopping;
@@ -225,11 +224,14 @@ struct peer {
    * decision made at connect (generation.c). */
   struct gen_uuids pr_peer_uuids;
   int pr_decision;              /* enum uuid_decision */
-  struct gen_uuids pr_hello_uuids; /* what our last hello told the peer */
-  uint64_t pr_hello_changes;    /* the change count our last hello told
-                                   the peer: what it expects a bitmap of */
-  bool pr_says_primary;         /* its last hello or STATE said Primary
-                                   (role.c: role=primary at start) */
+  struct gen_uuids pr_hello_uuids; /* what our last HELLO_STATE told the
+                                   peer */
+  uint64_t pr_hello_changes;    /* the change count our last HELLO_STATE
+                                   told the peer: what it expects a
+                                   bitmap of */
+  bool pr_says_primary;         /* its last HELLO_STATE or STATE said
+                                   Primary (role.c: role=primary at
+                                   start) */
   bool pr_resync_deferred;      /* we are its sync target, but another
                                    peer resyncs us first: decide again
                                    once that ends (peer-sync.c) */
@@ -336,16 +338,16 @@ extern void peer_hand_over (struct peer *p, int fd, const char *from,
                             const struct repl_hello *hello,
                             uint64_t accepted);
 extern const char *conn_state_name (enum conn_state state);
-extern int peer_check_hello (struct peer *p, const struct repl_hello *h,
-                             bool decide, char *err, size_t errlen);
+extern int peer_check_ident (struct peer *p, const struct repl_hello *h,
+                             char *err, size_t errlen);
 extern int peer_send_hello (struct peer *p, int fd);
-extern int peer_send_refusal_hello (struct peer *p, int fd);
 extern void peer_refuse (struct peer *p, const char *addr, bool incoming,
                          const char *why);
 
 /* peer-auth.c */
 extern int peer_authenticate (struct peer *p, int fd, const char *addr,
-                              bool incoming, const struct repl_hello *h);
+                              bool incoming, const struct repl_hello *h,
+                              uint64_t deadline);
 
 /* peer-tls.c */
 extern int peer_tls_init (struct repl_node *node);
@@ -635,6 +637,9 @@ extern int role_check_peer_role (struct repl_node *node, struct peer *p,
 /* listener.c */
 extern void *listener_thread (void *arg);
 extern void listener_wait_handshakes (struct repl_node *node);
+extern void listener_refuse_log (const char *from, const char *node,
+                                 const char *fmt, ...)
+  __attribute__ ((format (printf, 3, 4)));
 
 /* ticker.c */
 extern void *ticker_thread (void *arg);

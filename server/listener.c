@@ -2,14 +2,20 @@
  * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
  *
  * Accepts connections from peers with a lower node id (they dial us),
- * reads and checks their HELLO, and hands
- * the socket to that peer's thread.  Anything else is refused with a
- * log line naming the remote address and the problem.
+ * reads and checks their HELLO, authenticates them, and only then hands
+ * the socket to that peer's thread, where it replaces an older
+ * connection (peer.c peer_hand_over).  Anything else is refused with a
+ * log line naming the remote address and the problem, and changes
+ * nothing: a stranger claiming a node's id never costs that node its
+ * link, and learns nothing of our data (our HELLO says who we are and
+ * whether we want a secret; role, disk state, size and generations
+ * come in HELLO_STATE, which the peer thread sends after the hand-over).
  *
  * Each accepted connection gets a thread of its own for its handshake
- * (TLS, HELLO, authentication happen in the peer thread after), so a
- * client that connects and stalls holds up nobody else; at most
- * MAX_HANDSHAKES run at once, and connections beyond that are refused.
+ * (TLS, HELLO, authentication), so a client that connects and stalls
+ * holds up nobody else; at most MAX_HANDSHAKES run at once, and
+ * connections beyond that are refused.  The whole handshake has
+ * HANDSHAKE_TIMEOUT_MS.
  */
 #include <config.h>
 
@@ -30,8 +36,9 @@
 #include "log.h"
 #include "sockets.h"
 
-/* A peer has this long to send its HELLO. */
-#define HELLO_TIMEOUT_MS 5000
+/* A peer has this long from its connect to the end of its
+ * authentication. */
+#define HANDSHAKE_TIMEOUT_MS 5000
 
 static void
 describe (const struct sockaddr_storage *ss, char *buf, size_t len)
@@ -67,45 +74,93 @@ read_hello_bytes (struct repl_node *node, int fd, void *buf, size_t len,
   return sock_read_full_until (fd, buf, len, left_ms, node->n_stop_fd);
 }
 
-/* Log why a connection from this address was refused.  A peer
- * retries every few seconds, so the same refusal from the same host is
- * logged once a minute, with how often it was repeated meanwhile. */
+/* Log why a connection from this address (claiming to be node `node`,
+ * or NULL) was refused.  A peer retries every few seconds, and a
+ * stranger may try far more often, with varying mistakes: the same
+ * refusal from the same host is logged once a minute, with how often it
+ * was repeated meanwhile.  The last REFUSE_SLOTS different refusals are
+ * remembered, so that alternating between a few reasons floods nothing
+ * either. */
 #define REPEAT_NS (60 * UINT64_C (1000000000))
+#define REFUSE_SLOTS 8
+
+struct refusal {
+  char rf_key[600];             /* host and message; "" for a free slot */
+  uint64_t rf_ns;               /* when it was last logged */
+  unsigned rf_repeats;          /* since then, not logged */
+};
+
+static void
+refuse_vlog (const char *from, const char *node, const char *fmt, va_list ap)
+{
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static struct refusal slots[REFUSE_SLOTS]; /* under lock: handshakes run
+                                                in parallel */
+  char msg[512], key[sizeof slots[0].rf_key], host[INET6_ADDRSTRLEN + 8];
+  const char *colon = strrchr (from, ':');
+  uint64_t now = now_ns ();
+  struct refusal *rf = NULL;
+  unsigned repeats = 0;
+  int n = 0;
+  size_t i;
+
+  if (node)
+    n = snprintf (msg, sizeof msg, "(node %s): ", node);
+  vsnprintf (msg + n, sizeof msg - n, fmt, ap);
+  snprintf (host, sizeof host, "%.*s",
+            colon ? (int) (colon - from) : (int) strlen (from), from);
+  snprintf (key, sizeof key, "%s %s", host, msg);
+
+  pthread_mutex_lock (&lock);
+  for (i = 0; i < REFUSE_SLOTS; i++)
+    if (strcmp (slots[i].rf_key, key) == 0) {
+      rf = &slots[i];
+      break;
+    }
+  if (rf && now - rf->rf_ns < REPEAT_NS) {
+    rf->rf_repeats++;
+    pthread_mutex_unlock (&lock);
+    return;
+  }
+  if (rf)
+    repeats = rf->rf_repeats;
+  else {                        /* the slot logged longest ago */
+    rf = &slots[0];
+    for (i = 1; i < REFUSE_SLOTS; i++)
+      if (slots[i].rf_ns < rf->rf_ns)
+        rf = &slots[i];
+  }
+  snprintf (rf->rf_key, sizeof rf->rf_key, "%s", key);
+  rf->rf_ns = now;
+  rf->rf_repeats = 0;
+  pthread_mutex_unlock (&lock);
+
+  if (repeats > 0)
+    log_error ("connection from %s%s%s (and %u times more in the minute "
+               "before)", from, node ? " " : ": ", msg, repeats);
+  else
+    log_error ("connection from %s%s%s", from, node ? " " : ": ", msg);
+}
 
 static void __attribute__ ((format (printf, 2, 3)))
 refuse_log (const char *from, const char *fmt, ...)
 {
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  static char last[600];        /* under lock: handshakes run in parallel */
-  static char last_host[INET6_ADDRSTRLEN + 8];
-  static uint64_t last_ns;
-  static unsigned repeats;
-  char msg[512], key[600], host[sizeof last_host];
-  const char *colon = strrchr (from, ':');
-  uint64_t now = now_ns ();
   va_list ap;
 
   va_start (ap, fmt);
-  vsnprintf (msg, sizeof msg, fmt, ap);
+  refuse_vlog (from, NULL, fmt, ap);
   va_end (ap);
-  snprintf (host, sizeof host, "%.*s",
-            colon ? (int) (colon - from) : (int) strlen (from), from);
-  snprintf (key, sizeof key, "%s %s", host, msg);
-  pthread_mutex_lock (&lock);
-  if (strcmp (key, last) == 0 && now - last_ns < REPEAT_NS) {
-    repeats++;
-    pthread_mutex_unlock (&lock);
-    return;
-  }
-  if (repeats > 0)
-    log_error ("connection from %s: its refusal before was repeated %u "
-               "times", last_host, repeats);
-  log_error ("connection from %s: %s", from, msg);
-  snprintf (last, sizeof last, "%s", key);
-  snprintf (last_host, sizeof last_host, "%s", host);
-  last_ns = now;
-  repeats = 0;
-  pthread_mutex_unlock (&lock);
+}
+
+/* The same for a connection that named a peer, from peer_refuse. */
+void
+listener_refuse_log (const char *from, const char *node, const char *fmt, ...)
+{
+  va_list ap;
+
+  va_start (ap, fmt);
+  refuse_vlog (from, node, fmt, ap);
+  va_end (ap);
 }
 
 static void
@@ -117,21 +172,22 @@ log_hello_error (const char *from)
     ;                           /* stopping: not worth a line */
   else if (errno == ETIMEDOUT)
     refuse_log (from, "no hello within %d s",
-               HELLO_TIMEOUT_MS / 1000);
+                HANDSHAKE_TIMEOUT_MS / 1000);
   else
     refuse_log (from, "reading hello: %m");
 }
 
+/* The handshake of one connection, up to the hand-over. */
 static void
 handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
 {
-  uint8_t hbuf[REPL_HDR_SIZE], pbuf[REPL_HELLO_SIZE];
+  uint8_t hbuf[REPL_HDR_SIZE], pbuf[REPL_HELLO_MAX];
   struct repl_hello hello;
   struct repl_hdr h;
   struct peer *p;
   char err[512];
   const char *why;
-  uint64_t deadline = now_ns () + HELLO_TIMEOUT_MS * UINT64_C (1000000);
+  uint64_t deadline = now_ns () + HANDSHAKE_TIMEOUT_MS * UINT64_C (1000000);
   X509 *cert = NULL;
 
   if (sock_tune (fd, node->n_cfg.cf_sndbuf_size,
@@ -163,11 +219,11 @@ handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
                wire_type_name (h.type));
     goto refuse;
   }
-  if (read_hello_bytes (node, fd, pbuf, sizeof pbuf, deadline) == -1) {
+  if (read_hello_bytes (node, fd, pbuf, h.length, deadline) == -1) {
     log_hello_error (from);
     goto refuse;
   }
-  if (wire_decode_hello (pbuf, sizeof pbuf, &hello, err, sizeof err) == -1) {
+  if (wire_decode_hello (pbuf, h.length, &hello, err, sizeof err) == -1) {
     refuse_log (from, "bad hello: %s", err);
     goto refuse;
   }
@@ -178,17 +234,19 @@ handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
                 node->n_cfg.cf_resource);
     goto refuse;
   }
-  /* Check everything before the hand-over, which replaces any existing
-   * connection with this peer: a bad hello must not cost a good link. */
+  /* Everything up to the hand-over, which replaces any existing
+   * connection with this peer, is checked here: a bad or unproven
+   * connection must not cost a good link. */
   if (peer_tls_check_name (node, cert, p->pr_cfg->nc_name, err,
                            sizeof err) == -1) {
     peer_refuse (p, from, true, err);
     goto refuse;
   }
-  if (peer_check_hello (p, &hello, false, err, sizeof err) == -1) {
+  if (peer_check_ident (p, &hello, err, sizeof err) == -1) {
     peer_refuse (p, from, true, err);
-    /* Our hello lets the other side log the reason too. */
-    peer_send_refusal_hello (p, fd);
+    /* Our hello (who we are, nothing more) lets the other side log
+     * the reason too. */
+    peer_send_hello (p, fd);
     goto refuse;
   }
   if (p->pr_dials) {
@@ -197,6 +255,12 @@ handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
                 "configuration?", p->pr_cfg->nc_name, hello.node_id);
     goto refuse;
   }
+  if (peer_send_hello (p, fd) == -1) {
+    refuse_log (from, "sending hello: %m");
+    goto refuse;
+  }
+  if (peer_authenticate (p, fd, from, true, &hello, deadline) == -1)
+    goto refuse;
   X509_free (cert);
   peer_hand_over (p, fd, from, &hello, accepted);
   return;

@@ -163,13 +163,25 @@ peer_fail (struct peer *p, uint64_t gen, const char *fmt, ...)
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-/* The listener refuses a connection from this peer: say why in the log,
+/* A connection to or from this peer is refused: say why in the log,
  * once until the reason changes (the peer retries every few seconds),
- * and in status. */
+ * and in status.  While the peer is connected on another connection, a
+ * refused one (whoever made it: it may not be the peer at all) leaves
+ * the link's status alone and is logged as the listener's other
+ * refusals are, once a minute per host and reason. */
 void
 peer_refuse (struct peer *p, const char *addr, bool incoming, const char *why)
 {
   pthread_mutex_lock (&p->pr_lock);
+  if (p->pr_state == CONN_CONNECTED) {
+    pthread_mutex_unlock (&p->pr_lock);
+    if (incoming)
+      listener_refuse_log (addr, p->pr_cfg->nc_name, "%s", why);
+    else
+      log_error ("connection to %s (node %s): %s", addr,
+                 p->pr_cfg->nc_name, why);
+    return;
+  }
   if (strcmp (why, p->pr_last_error) != 0) {
     log_error ("connection %s %s (node %s): %s", incoming ? "from" : "to",
                addr, p->pr_cfg->nc_name, why);
@@ -178,8 +190,9 @@ peer_refuse (struct peer *p, const char *addr, bool incoming, const char *why)
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-/* The listener accepted a connection from this peer (its accepted-th)
- * and read its hello. */
+/* The listener accepted a connection from this peer (its accepted-th),
+ * read its hello and authenticated it (listener.c): only now may it
+ * replace the connection we have. */
 void
 peer_hand_over (struct peer *p, int fd, const char *from,
                 const struct repl_hello *hello, uint64_t accepted)
@@ -202,7 +215,6 @@ peer_hand_over (struct peer *p, int fd, const char *from,
     close (p->pr_incoming_fd);
   p->pr_incoming_fd = fd;
   p->pr_incoming_hello = *hello;
-  snprintf (p->pr_incoming_from, sizeof p->pr_incoming_from, "%s", from);
   /* A peer only dials again after losing the old connection, perhaps by
    * restarting, before we noticed: the new connection wins. */
   peer_fail_locked (p, p->pr_gen, "peer connected again; replacing the old connection");
@@ -242,12 +254,10 @@ set_error (struct peer *p, const char *fmt, ...)
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-/* Send our HELLO on fd.  A hello for this peer's own handshake records
- * what it said (record), which the decision at connect compares; one
- * that only tells a refused connection why (the listener) must not
- * change that under a handshake in progress. */
-static int
-send_hello (struct peer *p, int fd, bool record)
+/* Send our HELLO on fd: who we are, and whether we authenticate;
+ * nothing about our data, since the peer is not proven yet. */
+int
+peer_send_hello (struct peer *p, int fd)
 {
   struct repl_node *node = p->pr_node;
   uint8_t buf[REPL_HDR_SIZE + REPL_HELLO_SIZE];
@@ -259,6 +269,25 @@ send_hello (struct peer *p, int fd, bool record)
     .peer_id = p->pr_cfg->nc_id,
   };
 
+  snprintf (hello.resource, sizeof hello.resource, "%s",
+            node->n_cfg.cf_resource);
+  wire_hdr_init (&h, REPL_MSG_HELLO, 0, REPL_HELLO_SIZE, 0, 0, 0);
+  wire_encode_hdr (&h, buf);
+  wire_encode_hello (&hello, buf + REPL_HDR_SIZE);
+  return sock_write_full (fd, buf, sizeof buf,
+                          node->n_cfg.cf_ping_timeout_ms);
+}
+
+/* Send our HELLO_STATE on fd, once the peer is authenticated (peer
+ * thread only).  It records what it said, which the decision at connect
+ * compares. */
+static int
+send_hello_state (struct peer *p, int fd)
+{
+  struct repl_node *node = p->pr_node;
+  uint8_t buf[REPL_HDR_SIZE + REPL_HELLO_STATE_SIZE];
+  struct repl_hdr h;
+  struct repl_hello hello = { 0 };
   struct gen_uuids u;
   uint64_t changes;
 
@@ -269,7 +298,7 @@ send_hello (struct peer *p, int fd, bool record)
   pthread_mutex_unlock (&node->n_lock);
   gen_view (node, p, &u);
   gen_to_wire (&u, &hello.uuids);
-  /* The decision at connect compares what this hello says, which is
+  /* The decision at connect compares what this message says, which is
    * what the peer compares too, even if a write changes our UUIDs
    * meanwhile (sync_on_connect then tells the peer the new ones). */
   pthread_mutex_lock (&node->n_md_io_lock);
@@ -277,75 +306,102 @@ send_hello (struct peer *p, int fd, bool record)
   pthread_mutex_unlock (&node->n_md_io_lock);
   pthread_mutex_lock (&p->pr_lock);
   changes = bitmap_count (&p->pr_bitmap);
-  if (record) {
-    p->pr_hello_uuids = u;
-    p->pr_hello_changes = changes;
-  }
+  p->pr_hello_uuids = u;
+  p->pr_hello_changes = changes;
   pthread_mutex_unlock (&p->pr_lock);
   hello.uuids.changes = changes > UINT32_MAX ? UINT32_MAX : changes;
-  snprintf (hello.resource, sizeof hello.resource, "%s",
-            node->n_cfg.cf_resource);
 
-  wire_hdr_init (&h, REPL_MSG_HELLO, 0, REPL_HELLO_SIZE, 0, 0, 0);
+  wire_hdr_init (&h, REPL_MSG_HELLO_STATE, 0, REPL_HELLO_STATE_SIZE, 0, 0, 0);
   wire_encode_hdr (&h, buf);
-  wire_encode_hello (&hello, buf + REPL_HDR_SIZE);
+  wire_encode_hello_state (&hello, buf + REPL_HDR_SIZE);
   return sock_write_full (fd, buf, sizeof buf,
                           node->n_cfg.cf_ping_timeout_ms);
 }
 
-int
-peer_send_hello (struct peer *p, int fd)
+/* Read the header of a handshake message of the given type, and check
+ * it.  Returns 0, or -1 with the reason recorded (set_error), in which
+ * the message is `name`. */
+static int
+read_handshake_hdr (struct peer *p, int fd, enum repl_msg_type type,
+                    const char *name, struct repl_hdr *h)
 {
-  return send_hello (p, fd, true);
-}
+  uint8_t hbuf[REPL_HDR_SIZE];
+  unsigned timeout = p->pr_node->n_cfg.cf_ping_timeout_ms;
+  const char *why;
+  char err[256];
 
-int
-peer_send_refusal_hello (struct peer *p, int fd)
-{
-  return send_hello (p, fd, false);
+  if (sock_read_full (fd, hbuf, sizeof hbuf, timeout) == -1) {
+    set_error (p, "reading %s: %m", name);
+    return -1;
+  }
+  if ((why = peer_tls_plain_mismatch (p->pr_node, hbuf)) != NULL) {
+    set_error (p, "bad %s: %s", name, why);
+    return -1;
+  }
+  if (wire_decode_hdr (hbuf, h, err, sizeof err) == -1) {
+    set_error (p, "bad %s: %s", name, err);
+    return -1;
+  }
+  if (h->type != type) {
+    set_error (p, "expected %s, got %s", wire_type_name (type),
+               wire_type_name (h->type));
+    return -1;
+  }
+  return 0;
 }
 
 /* Read and decode the peer's HELLO (dialling side). */
 static int
 read_hello (struct peer *p, int fd, struct repl_hello *hello)
 {
-  uint8_t hbuf[REPL_HDR_SIZE], pbuf[REPL_HELLO_SIZE];
+  uint8_t pbuf[REPL_HELLO_MAX];
   unsigned timeout = p->pr_node->n_cfg.cf_ping_timeout_ms;
   struct repl_hdr h;
-  const char *why;
   char err[256];
 
-  if (sock_read_full (fd, hbuf, sizeof hbuf, timeout) == -1) {
+  if (read_handshake_hdr (p, fd, REPL_MSG_HELLO, "hello", &h) == -1)
+    return -1;
+  if (sock_read_full (fd, pbuf, h.length, timeout) == -1) {
     set_error (p, "reading hello: %m");
     return -1;
   }
-  if ((why = peer_tls_plain_mismatch (p->pr_node, hbuf)) != NULL) {
-    set_error (p, "bad hello: %s", why);
-    return -1;
-  }
-  if (wire_decode_hdr (hbuf, &h, err, sizeof err) == -1) {
-    set_error (p, "bad hello: %s", err);
-    return -1;
-  }
-  if (h.type != REPL_MSG_HELLO) {
-    set_error (p, "expected HELLO, got %s", wire_type_name (h.type));
-    return -1;
-  }
-  if (sock_read_full (fd, pbuf, sizeof pbuf, timeout) == -1) {
-    set_error (p, "reading hello: %m");
-    return -1;
-  }
-  if (wire_decode_hello (pbuf, sizeof pbuf, hello, err, sizeof err) == -1) {
+  if (wire_decode_hello (pbuf, h.length, hello, err, sizeof err) == -1) {
     set_error (p, "bad hello: %s", err);
     return -1;
   }
   return 0;
 }
 
-/* Is this the node we expect, for the same resource and volume, in a
- * role we can work with?  Returns 0, or -1 with the reason in err. */
+/* Read and decode the peer's HELLO_STATE into the state part of hello
+ * (both sides, after the authentication). */
+static int
+read_hello_state (struct peer *p, int fd, struct repl_hello *hello)
+{
+  uint8_t pbuf[REPL_HELLO_STATE_SIZE];
+  unsigned timeout = p->pr_node->n_cfg.cf_ping_timeout_ms;
+  struct repl_hdr h;
+  char err[256];
+
+  if (read_handshake_hdr (p, fd, REPL_MSG_HELLO_STATE, "HELLO_STATE",
+                          &h) == -1)
+    return -1;
+  if (sock_read_full (fd, pbuf, sizeof pbuf, timeout) == -1) {
+    set_error (p, "reading HELLO_STATE: %m");
+    return -1;
+  }
+  if (wire_decode_hello_state (pbuf, sizeof pbuf, hello, err,
+                               sizeof err) == -1) {
+    set_error (p, "bad HELLO_STATE: %s", err);
+    return -1;
+  }
+  return 0;
+}
+
+/* Is this the node we expect, for the same resource?  The HELLO part
+ * only: checked before the authentication.  Returns 0, or -1 with the
+ * reason in err. */
 int
-peer_check_hello (struct peer *p, const struct repl_hello *h, bool decide,
+peer_check_ident (struct peer *p, const struct repl_hello *h,
                   char *err, size_t errlen)
 {
   struct repl_node *node = p->pr_node;
@@ -362,46 +418,78 @@ peer_check_hello (struct peer *p, const struct repl_hello *h, bool decide,
               h->node_id, h->peer_id, p->pr_cfg->nc_id, node->n_self->nc_id);
     return -1;
   }
-  if (node->n_diskless || h->disk_state == REPL_DISK_DISKLESS) {
-    if (decide && role_check_peer_role (node, p, h->role, err, errlen) == -1)
-      return -1;
-    return diskless_check_hello (node, p, h, err, errlen);
-  }
-  if (h->size != node->n_vol.vol_size) {
-    snprintf (err, errlen, "refusing connection: peer's disk is %" PRIu64
-              " bytes, ours (%s) is %" PRIu64 " bytes; disks must be "
-              "the same size", h->size, node->n_vol.vol_path,
-              node->n_vol.vol_size);
-    return -1;
-  }
-  /* Roles only once the peer has proven that it knows the secret
-   * (decide is false before): a node started with role=primary gives
-   * way to a Primary peer (role_start_yield). */
-  if (decide && role_check_peer_role (node, p, h->role, err, errlen) == -1)
-    return -1;
-  /* The generations only once the peer has proven that it knows the
-   * secret (decide is false before): a decision may discard our data. */
-  if (decide) {
-    int rule;
-    if (gen_decide (node, p, h, &rule, err, errlen) == -1)
-      return -1;
-  }
   return 0;
 }
 
 static int
-check_hello (struct peer *p, const struct repl_hello *h)
+check_ident (struct peer *p, const struct repl_hello *h)
 {
   char err[512];
 
-  if (peer_check_hello (p, h, true, err, sizeof err) == -1) {
+  if (peer_check_ident (p, h, err, sizeof err) == -1) {
     set_error (p, "%s", err);
     return -1;
   }
   return 0;
 }
 
-/* Get a connected, handshaken socket, or -1 if stopping. */
+/* The peer's data: the same volume, in a role we can work with, and
+ * generations that allow a connection (gen_decide, which may decide to
+ * discard our data).  Only ever run on a HELLO_STATE, which comes after
+ * the authentication.  Returns 0, or -1 with the reason recorded. */
+static int
+check_hello (struct peer *p, const struct repl_hello *h)
+{
+  struct repl_node *node = p->pr_node;
+  char err[512];
+  int rule;
+
+  if (node->n_diskless || h->disk_state == REPL_DISK_DISKLESS) {
+    if (role_check_peer_role (node, p, h->role, err, sizeof err) == -1)
+      goto refuse;
+    if (diskless_check_hello (node, p, h, err, sizeof err) == -1)
+      goto refuse;
+    return 0;
+  }
+  if (h->size != node->n_vol.vol_size) {
+    snprintf (err, sizeof err, "refusing connection: peer's disk is %" PRIu64
+              " bytes, ours (%s) is %" PRIu64 " bytes; disks must be "
+              "the same size", h->size, node->n_vol.vol_path,
+              node->n_vol.vol_size);
+    goto refuse;
+  }
+  /* At most one Primary; a node started with role=primary may give way
+   * (role_start_yield). */
+  if (role_check_peer_role (node, p, h->role, err, sizeof err) == -1)
+    goto refuse;
+  if (gen_decide (node, p, h, &rule, err, sizeof err) == -1)
+    goto refuse;
+  return 0;
+
+ refuse:
+  set_error (p, "%s", err);
+  return -1;
+}
+
+/* The last step of the handshake on both sides, once the peer is
+ * authenticated: tell each other our state (HELLO_STATE), and check the
+ * peer's.  Both send before either reads. */
+static int
+exchange_state (struct peer *p, int fd, struct repl_hello *hello)
+{
+  if (send_hello_state (p, fd) == -1) {
+    set_error (p, "sending HELLO_STATE: %m");
+    return -1;
+  }
+  if (read_hello_state (p, fd, hello) == -1 || check_hello (p, hello) == -1)
+    return -1;
+  return 0;
+}
+
+/* Get a connected, handshaken socket, or -1 if stopping: one the
+ * listener authenticated and handed over, or one we dial and
+ * authenticate here; then the HELLO_STATEs.  hello gets the peer's
+ * HELLO and HELLO_STATE. */
 static int
 establish (struct peer *p, struct repl_hello *hello)
 {
@@ -411,7 +499,7 @@ establish (struct peer *p, struct repl_hello *hello)
 
   for (;;) {
     int fd = -1;
-    char from[sizeof p->pr_incoming_from], err[512];
+    char err[512];
 
     pthread_mutex_lock (&p->pr_lock);
     if (!p->pr_dials) {
@@ -425,12 +513,12 @@ establish (struct peer *p, struct repl_hello *hello)
     if (p->pr_incoming_fd >= 0) {   /* the peer dialled us */
       fd = p->pr_incoming_fd;
       *hello = p->pr_incoming_hello;
-      memcpy (from, p->pr_incoming_from, sizeof from);
       p->pr_incoming_fd = -1;
     }
     pthread_mutex_unlock (&p->pr_lock);
 
     if (fd == -1) {
+      /* We dial: the same steps as the listener's, in the same order. */
       fd = sock_connect_tcp (c->nc_host, c->nc_port,
                              p->pr_node->n_cfg.cf_ping_timeout_ms,
                              p->pr_node->n_cfg.cf_sndbuf_size,
@@ -446,23 +534,19 @@ establish (struct peer *p, struct repl_hello *hello)
         fd = -1;
       }
       else if (read_hello (p, fd, hello) == -1 ||
-               peer_authenticate (p, fd, c->nc_address, false, hello) == -1 ||
-               check_hello (p, hello) == -1) {
+               check_ident (p, hello) == -1 ||
+               peer_authenticate (p, fd, c->nc_address, false, hello,
+                                  now_ns () + 2 * UINT64_C (1000000) *
+                                  p->pr_node->n_cfg.cf_ping_timeout_ms)
+               == -1) {
         close (fd);
         fd = -1;
       }
     }
-    else {
-      if (peer_send_hello (p, fd) == -1) {
-        set_error (p, "sending hello: %m");
-        close (fd);
-        fd = -1;
-      }
-      else if (peer_authenticate (p, fd, from, true, hello) == -1 ||
-               check_hello (p, hello) == -1) {
-        close (fd);
-        fd = -1;
-      }
+    /* Authenticated, ours or handed over by the listener. */
+    if (fd >= 0 && exchange_state (p, fd, hello) == -1) {
+      close (fd);
+      fd = -1;
     }
     if (fd >= 0)
       return fd;

@@ -4,7 +4,9 @@
 # on both sides with the peer's address in the log, while the primary
 # keeps serving; secret-file works; the secret appears in no log, status
 # or dump-md; a fake peer that sends our own challenge back (a
-# reflection) is refused; a node without a secret warns at start.
+# reflection) is refused; a node without a secret warns at start; with
+# three nodes, a stranger cannot use one node to answer another's
+# challenge (an oracle).
 source "$(dirname "$0")/functions.sh"
 requires jq --version
 
@@ -76,18 +78,64 @@ import socket, sys
 from peerwire import *
 port = int(sys.argv[1])
 s = socket.create_connection(("127.0.0.1", port), timeout=10)
-# node0, Secondary, UpToDate, feature AUTH (1), flags Consistent.
-s.sendall(hello(0, 1, SECONDARY, UPTODATE, 16 << 20, features=1,
-                current=0x1234567890abcdef, flags=1))
-recv_exact(s, HDR_SIZE + HELLO_SIZE)    # node1's hello
-recv_exact(s, HDR_SIZE); challenge = recv_exact(s, 32)
+# node0, feature AUTH.
+s.sendall(hello(0, 1, features=FEATURE_AUTH))
+expect(s, HELLO)                        # node1's hello
+challenge = expect(s, AUTH_CHALLENGE)
 s.sendall(hdr(AUTH_CHALLENGE, length=32) + challenge)   # its own back
 try:
-    recv_exact(s, 64)                   # node1 closes
+    got = s.recv(4096)                  # node1 closes
 except ConnectionError:
-    pass
+    got = b""
 s.close()
+if got:
+    sys.exit("node1 answered a reflection: %r" % got[:64])
 PY
 wait_log node1 "connection from 127.0.0.1:[0-9]* (node node0): authentication failed: the peer sent our own challenge back (a reflection)"
 status_json node1 >/dev/null || fail "node1 stopped answering after the fake peer"
 info "ok: reflection refused; the nodes kept serving throughout"
+
+# Three nodes: a stranger cannot use one node to answer another's
+# challenge.  It asks node2 to authenticate it as node1 (node2 accepts
+# node1), and passes node2's challenge on to node1 in a connection that
+# claims to be node0 (node1 accepts node0): node1's answer there is
+# meant for node0, and node2 must not take it for node1's.
+stop_node node1
+make_config 3 C 16M
+sed -i "s/^protocol: C/&\nsecret: \"$SECRET\"/" "$CONFIG"
+start_node node1
+start_node node2
+wait_for node2 '.peers[] | select(.name == "node1") | .connection == "Connected"' 30
+port1=$(sed -n '/name: node1$/,/disk:/s/.*address: 127.0.0.1:\([0-9]*\)/\1/p' "$CONFIG")
+port2=$(sed -n '/name: node2$/,/disk:/s/.*address: 127.0.0.1:\([0-9]*\)/\1/p' "$CONFIG")
+/usr/bin/python3 - "$port1" "$port2" <<'PY' || fail "the oracle attack: $?"
+import os, socket, sys
+from peerwire import *
+port1, port2 = int(sys.argv[1]), int(sys.argv[2])
+to2 = socket.create_connection(("127.0.0.1", port2), timeout=10)
+to2.sendall(hello(1, 2, features=FEATURE_AUTH))     # "I am node1"
+expect(to2, HELLO)
+c2 = expect(to2, AUTH_CHALLENGE)                    # node2's challenge
+to2.sendall(hdr(AUTH_CHALLENGE, length=AUTH_SIZE) + os.urandom(AUTH_SIZE))
+expect(to2, AUTH_RESPONSE)
+to1 = socket.create_connection(("127.0.0.1", port1), timeout=10)
+to1.sendall(hello(0, 1, features=FEATURE_AUTH))     # "I am node0"
+expect(to1, HELLO)
+expect(to1, AUTH_CHALLENGE)
+to1.sendall(hdr(AUTH_CHALLENGE, length=AUTH_SIZE) + c2)
+answer = expect(to1, AUTH_RESPONSE)                 # node1 answers c2
+to2.sendall(hdr(AUTH_RESPONSE, length=AUTH_SIZE) + answer)
+try:
+    got = to2.recv(4096)
+except ConnectionError:
+    got = b""
+if got:
+    sys.exit("node2 took node1's answer to node0: it sent %r" % got[:64])
+PY
+wait_log node2 "connection from 127.0.0.1:[0-9]* (node node1): authentication failed: wrong answer to our challenge"
+if grep -q "replacing the old connection" "$tmpdir/node2.log"; then
+    fail "node2 replaced its link with node1"
+fi
+status_json node2 | jq -e '.peers[] | select(.name == "node1") | .connection == "Connected"' >/dev/null ||
+    fail "node2 lost its link with node1"
+info "ok: one node's answer is no answer for another (no oracle)"

@@ -30,9 +30,9 @@ FUA, RECEIVED = 0x1, 0x4
 ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind(("127.0.0.1", port)); ls.listen(1); ls.settimeout(30)
 s, _ = ls.accept()
-recv_exact(s, HDR_SIZE + HELLO_SIZE)            # node0's hello
-s.sendall(hello(1, 0, SECONDARY, UPTODATE, 16 << 20, current=current,
-                flags=1))                       # Consistent
+s.settimeout(30)
+handshake(s, 1, 0, SECONDARY, UPTODATE, 16 << 20, current=current,
+          flags=1)                              # Consistent
 s.settimeout(30)
 answered = False
 start = time.time()

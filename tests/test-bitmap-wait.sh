@@ -19,10 +19,10 @@ port = int(sys.argv[1])
 ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 ls.bind(("127.0.0.1", port)); ls.listen(1); ls.settimeout(30)
 s, _ = ls.accept()
-recv_exact(s, HDR_SIZE + HELLO_SIZE)        # node0's hello
+s.settimeout(30)
 # node1, Secondary, Inconsistent, no generation yet: node0 will be its
 # sync source and wait for its bitmap, which never comes.
-s.sendall(hello(1, 0, SECONDARY, INCONSISTENT, 16 << 20))
+handshake(s, 1, 0, SECONDARY, INCONSISTENT, 16 << 20)
 s.settimeout(0.3)
 start = time.time()
 while time.time() - start < 30:             # bounded

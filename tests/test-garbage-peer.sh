@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Hostile or broken input on the replication port: garbage, a truncated
 # hello, a hello for another resource, a hello with a wrong protocol
-# version, and a connection that says nothing.  Each is refused with a
-# log line naming the problem; the node keeps serving and replicating.
+# version (an unknown one, and version 3's), and a connection that says
+# nothing.  Each is refused with a log line naming the problem; the
+# node keeps serving and replicating.
 source "$(dirname "$0")/functions.sh"
 requires jq --version
 requires nbdcopy --version
@@ -32,15 +33,15 @@ hello ()
 {
     local version=$1 resource=$2 node_id=${3:-0} peer_id=${4:-1}
     /usr/bin/python3 - "$version" "$resource" "$node_id" "$peer_id" <<'PY'
-import struct, sys
+import sys
+from peerwire import hello, hello_v3, PRIMARY, UPTODATE
 version, resource, node_id, peer_id = int(sys.argv[1]), sys.argv[2].encode(), int(sys.argv[3]), int(sys.argv[4])
-payload = (struct.pack(">IIIIIIQ", version, 0, node_id, peer_id, 1, 2, 16 << 20)
-           + resource.ljust(64, b"\0")
-           # generation UUIDs: current, bitmap, history x2, flags, reserved
-           + struct.pack(">QQQQII", 0x1234567890abcdef, 0, 0, 0, 5, 0)
-           + struct.pack(">Q", 0))
-hdr = struct.pack(">IHHIIQQ", 0x4e425250, 1, 0, len(payload), 0, 0, 0)
-print((hdr + payload).hex())
+if version == 3:                # the old layout, with the state in it
+    m = hello_v3(node_id, peer_id, PRIMARY, UPTODATE, 16 << 20, resource,
+                 current=0x1234567890abcdef, flags=5)
+else:
+    m = hello(node_id, peer_id, resource, version=version)
+print(m.hex())
 PY
 }
 
@@ -61,13 +62,17 @@ expect_log "bad hello: bad magic"
 send "4e425250000100000000006000"            # header cut short
 expect_log "closed before a complete hello"
 
-send "$(hello 3 r9)"
+send "$(hello 4 r9)"
 expect_log "(node node0): refusing connection: peer serves resource 'r9'"
 
 send "$(hello 99 r0)"
 expect_log "bad hello: .*version 99"
 
-send "$(hello 3 r0 7 1)"
+# A node of protocol version 3 (its HELLO is 144 bytes): named for it.
+send "$(hello 3 r0)"
+expect_log "bad hello: HELLO: version 3 not supported (want 4)"
+
+send "$(hello 4 r0 7 1)"
 expect_log "node id 7 is not a peer"
 
 # A wrong message type where the hello should be.
@@ -89,7 +94,7 @@ silent=$!
 cleanup_fn "kill $silent 2>/dev/null"
 for (( i=0; i<50; i++ )); do [ -e "$tmpdir/silent.ready" ] && break; sleep 0.1; done
 [ -e "$tmpdir/silent.ready" ] || fail "the silent connections did not connect within 5 s"
-send "$(hello 3 r0 6 1)"
+send "$(hello 4 r0 6 1)"
 expect_log "node id 6 is not a peer" 3
 expect_log "no hello within 5 s" 10
 

@@ -20,9 +20,10 @@ struct expect {
   unsigned type;
   const char *name;
   uint16_t flags;               /* allowed */
-  int payload;                  /* 0 none, 1 == count, 2 hello, 3 uuids,
-                                   4 words (multiple of 8), 5 one word,
-                                   6 REPL_AUTH_SIZE */
+  int payload;                  /* 0 none, 1 == count, 2 hello (4 to
+                                   REPL_HELLO_MAX), 3 uuids, 4 words
+                                   (multiple of 8), 5 one word,
+                                   6 REPL_AUTH_SIZE, 7 hello state */
   int has_count;
 };
 
@@ -52,6 +53,7 @@ static const struct expect expect[] = {
   { REPL_MSG_READ_REPLY, "READ_REPLY", 0, 1, 1 },   /* + ERROR: below */
   { REPL_MSG_AUTH_CHALLENGE, "AUTH_CHALLENGE", 0, 6, 0 },
   { REPL_MSG_AUTH_RESPONSE, "AUTH_RESPONSE", 0, 6, 0 },
+  { REPL_MSG_HELLO_STATE, "HELLO_STATE", 0, 7, 0 },
 };
 #define NR_EXPECT (sizeof expect / sizeof expect[0])
 
@@ -65,7 +67,8 @@ valid_hdr (const struct expect *e, struct repl_hdr *h)
                   : e->payload == 3 ? REPL_UUIDS_SIZE
                   : e->payload == 4 ? 4096
                   : e->payload == 5 ? 8
-                  : e->payload == 6 ? REPL_AUTH_SIZE : 0;
+                  : e->payload == 6 ? REPL_AUTH_SIZE
+                  : e->payload == 7 ? REPL_HELLO_STATE_SIZE : 0;
 
   wire_hdr_init (h, e->type, e->flags, length, count,
                  UINT64_C (0x0102030405060708) + e->type,
@@ -256,9 +259,9 @@ START_TEST (test_hdr_bad_flags)
       n++;
     }
   }
-  /* 25 types * 16 bits, less the 9 allowed (FUA x3, MAY_TRIM x1,
+  /* 26 types * 16 bits, less the 9 allowed (FUA x3, MAY_TRIM x1,
    * RECEIVED x1, ZEROES x1, ERROR x1, DIGEST x2). */
-  ck_assert_int_eq (n, 25 * 16 - 9);
+  ck_assert_int_eq (n, 26 * 16 - 9);
 
   /* RESYNC_DATA with ZEROES: count bytes of zeroes, no payload. */
   {
@@ -347,13 +350,34 @@ START_TEST (test_hdr_length_count)
       expect_reject (&h, msg);
       break;
     case 2:
+      /* Any length a HELLO of some version may have: the payload
+       * decoder names the version (test_hello_reject). */
       valid_hdr (e, &h);
-      h.length = REPL_HELLO_SIZE - 1;
-      expect_reject (&h, "HELLO: length 143 != 144");
-      h.length = REPL_HELLO_SIZE + 1;
-      expect_reject (&h, "HELLO: length 145 != 144");
+      h.length = 3;
+      expect_reject (&h, "HELLO: length 3 not in 4..256");
       h.length = 0;
-      expect_reject (&h, "HELLO: length 0 != 144");
+      expect_reject (&h, "HELLO: length 0 not in 4..256");
+      h.length = REPL_HELLO_MAX + 1;
+      expect_reject (&h, "HELLO: length 257 not in 4..256");
+      h.length = REPL_MAX_PAYLOAD;
+      expect_reject (&h, "HELLO: length 4194304 not in 4..256");
+      h.length = 4;
+      expect_accept (&h);
+      h.length = 144;           /* version 3's */
+      expect_accept (&h);
+      h.length = REPL_HELLO_MAX;
+      expect_accept (&h);
+      break;
+    case 7:
+      valid_hdr (e, &h);
+      h.length = REPL_HELLO_STATE_SIZE - 1;
+      expect_reject (&h, "HELLO_STATE: length 63 != 64");
+      h.length = REPL_HELLO_STATE_SIZE + 1;
+      expect_reject (&h, "HELLO_STATE: length 65 != 64");
+      h.length = 0;
+      expect_reject (&h, "HELLO_STATE: length 0 != 64");
+      h.length = REPL_HELLO_SIZE;
+      expect_reject (&h, "HELLO_STATE: length 80 != 64");
       break;
     case 3:
       valid_hdr (e, &h);
@@ -598,10 +622,10 @@ valid_hello (struct repl_hello *hello)
   hello->features = 0;
   hello->node_id = 3;
   hello->peer_id = 7;
+  strcpy (hello->resource, "r0");
   hello->role = REPL_ROLE_PRIMARY;
   hello->disk_state = REPL_DISK_UPTODATE;
   hello->size = UINT64_C (0x0000012345678000);
-  strcpy (hello->resource, "r0");
   hello->uuids.current = UINT64_C (0x0102030405060708);
   hello->uuids.bitmap = UINT64_C (0x1112131415161718);
   hello->uuids.history[0] = UINT64_C (0x2122232425262728);
@@ -611,34 +635,26 @@ valid_hello (struct repl_hello *hello)
   hello->primary_since = UINT64_C (0x0000018c5f6e7d80);
 }
 
+/* The HELLO carries who the sender is, and nothing of its data: the
+ * state fields of the struct never reach its bytes. */
 START_TEST (test_hello_round_trip)
 {
   static const uint8_t want[REPL_HELLO_SIZE] = {
-    0, 0, 0, 3,                 /* version */
+    0, 0, 0, 4,                 /* version */
     0, 0, 0, 0,                 /* features */
     0, 0, 0, 3,                 /* node_id */
     0, 0, 0, 7,                 /* peer_id */
-    0, 0, 0, 1,                 /* role primary */
-    0, 0, 0, 2,                 /* UpToDate */
-    0x00, 0x00, 0x01, 0x23, 0x45, 0x67, 0x80, 0x00, /* size */
     'r', '0', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* resource */
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    1, 2, 3, 4, 5, 6, 7, 8,     /* current UUID */
-    0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, /* bitmap UUID */
-    0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, /* history */
-    0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,
-    0, 0, 0, 5,                 /* flags */
-    0, 0, 0, 9,                 /* changes */
-    0, 0, 0x01, 0x8c, 0x5f, 0x6e, 0x7d, 0x80, /* primary_since */
   };
-  struct repl_hello in, out;
-  uint8_t buf[REPL_HELLO_SIZE];
+  struct repl_hello in, out, other;
+  uint8_t buf[REPL_HELLO_SIZE], buf2[REPL_HELLO_SIZE];
   char err[256] = "";
   char longname[REPL_RESOURCE_MAX];
-  unsigned role, ds;
 
+  ck_assert_int_eq (REPL_PROTO_VERSION, 4);
   valid_hello (&in);
   memset (buf, 0xaa, sizeof buf);
   wire_encode_hello (&in, buf);
@@ -650,10 +666,77 @@ START_TEST (test_hello_round_trip)
   ck_assert_uint_eq (out.features, 0);
   ck_assert_uint_eq (out.node_id, in.node_id);
   ck_assert_uint_eq (out.peer_id, in.peer_id);
+  ck_assert_mem_eq (out.resource, in.resource, REPL_RESOURCE_MAX);
+  /* The state part of out is left alone: HELLO_STATE fills it. */
+  ck_assert_uint_eq (out.role, 0xaaaaaaaa);
+  ck_assert_uint_eq (out.size, UINT64_C (0xaaaaaaaaaaaaaaaa));
+  ck_assert_uint_eq (out.uuids.current, UINT64_C (0xaaaaaaaaaaaaaaaa));
+  ck_assert_uint_eq (out.primary_since, UINT64_C (0xaaaaaaaaaaaaaaaa));
+
+  /* Another state gives the same bytes. */
+  valid_hello (&other);
+  other.role = REPL_ROLE_SECONDARY;
+  other.disk_state = REPL_DISK_INCONSISTENT;
+  other.size = 1;
+  other.uuids.current = 99;
+  other.primary_since = 0;
+  wire_encode_hello (&other, buf2);
+  ck_assert_mem_eq (buf2, want, REPL_HELLO_SIZE);
+
+  /* Feature AUTH; the longest resource name; extreme ids. */
+  memset (longname, 'a', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  valid_hello (&in);
+  in.features = REPL_FEATURE_AUTH;
+  in.node_id = UINT32_MAX;
+  in.peer_id = 0;
+  strcpy (in.resource, longname);
+  wire_encode_hello (&in, buf);
+  ck_assert_int_eq (buf[16 + REPL_RESOURCE_MAX - 1], 0);
+  ck_assert_msg (wire_decode_hello (buf, sizeof buf, &out,
+                                    err, sizeof err) == 0, "%s", err);
+  ck_assert_uint_eq (out.features, REPL_FEATURE_AUTH);
+  ck_assert_uint_eq (out.node_id, UINT32_MAX);
+  ck_assert_uint_eq (out.peer_id, 0);
+  ck_assert_str_eq (out.resource, longname);
+
+  /* Garbage after the NUL in the host struct does not reach the wire. */
+  valid_hello (&in);
+  memset (in.resource + 3, 'z', REPL_RESOURCE_MAX - 3);
+  wire_encode_hello (&in, buf);
+  ck_assert_mem_eq (buf, want, REPL_HELLO_SIZE);
+}
+END_TEST
+
+START_TEST (test_hello_state_round_trip)
+{
+  static const uint8_t want[REPL_HELLO_STATE_SIZE] = {
+    0, 0, 0, 1,                 /* role primary */
+    0, 0, 0, 2,                 /* UpToDate */
+    0x00, 0x00, 0x01, 0x23, 0x45, 0x67, 0x80, 0x00, /* size */
+    1, 2, 3, 4, 5, 6, 7, 8,     /* current UUID */
+    0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, /* bitmap UUID */
+    0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, /* history */
+    0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,
+    0, 0, 0, 5,                 /* flags */
+    0, 0, 0, 9,                 /* changes */
+    0, 0, 0x01, 0x8c, 0x5f, 0x6e, 0x7d, 0x80, /* primary_since */
+  };
+  struct repl_hello in, out;
+  uint8_t buf[REPL_HELLO_STATE_SIZE];
+  char err[256] = "";
+  unsigned role, ds;
+
+  valid_hello (&in);
+  memset (buf, 0xaa, sizeof buf);
+  wire_encode_hello_state (&in, buf);
+  ck_assert_mem_eq (buf, want, REPL_HELLO_STATE_SIZE);
+  memset (&out, 0xaa, sizeof out);
+  ck_assert_msg (wire_decode_hello_state (buf, sizeof buf, &out, err,
+                                          sizeof err) == 0, "%s", err);
   ck_assert_uint_eq (out.role, in.role);
   ck_assert_uint_eq (out.disk_state, in.disk_state);
   ck_assert_uint_eq (out.size, in.size);
-  ck_assert_mem_eq (out.resource, in.resource, REPL_RESOURCE_MAX);
   ck_assert_uint_eq (out.uuids.current, in.uuids.current);
   ck_assert_uint_eq (out.uuids.bitmap, in.uuids.bitmap);
   ck_assert_uint_eq (out.uuids.history[0], in.uuids.history[0]);
@@ -661,35 +744,31 @@ START_TEST (test_hello_round_trip)
   ck_assert_uint_eq (out.uuids.flags, in.uuids.flags);
   ck_assert_uint_eq (out.uuids.changes, in.uuids.changes);
   ck_assert_uint_eq (out.primary_since, in.primary_since);
+  /* The HELLO part of out is left alone. */
+  ck_assert_uint_eq (out.version, 0xaaaaaaaa);
+  ck_assert_uint_eq (out.node_id, 0xaaaaaaaa);
 
-  /* Every role and disk state; longest resource name; extreme ids. */
-  memset (longname, 'a', sizeof longname - 1);
-  longname[sizeof longname - 1] = '\0';
+  /* Every role and disk state; the largest size; all flags. */
   for (role = 0; role <= REPL_ROLE_MAX; ++role)
     for (ds = 0; ds <= REPL_DISK_STATE_MAX; ++ds) {
       valid_hello (&in);
       in.role = role;
       in.disk_state = ds;
-      in.node_id = UINT32_MAX;
-      in.peer_id = 0;
-      in.size = UINT64_MAX;
-      strcpy (in.resource, longname);
-      wire_encode_hello (&in, buf);
-      ck_assert_int_eq (buf[32 + REPL_RESOURCE_MAX - 1], 0);
-      ck_assert_msg (wire_decode_hello (buf, sizeof buf, &out,
-                                        err, sizeof err) == 0, "%s", err);
+      in.size = INT64_MAX;
+      in.uuids.flags = 7;
+      in.uuids.changes = UINT32_MAX;
+      in.primary_since = UINT64_MAX;
+      wire_encode_hello_state (&in, buf);
+      ck_assert_msg (wire_decode_hello_state (buf, sizeof buf, &out,
+                                              err, sizeof err) == 0,
+                     "%s", err);
       ck_assert_uint_eq (out.role, role);
       ck_assert_uint_eq (out.disk_state, ds);
-      ck_assert_uint_eq (out.node_id, UINT32_MAX);
-      ck_assert_uint_eq (out.size, UINT64_MAX);
-      ck_assert_str_eq (out.resource, longname);
+      ck_assert_uint_eq (out.size, INT64_MAX);
+      ck_assert_uint_eq (out.uuids.flags, 7);
+      ck_assert_uint_eq (out.uuids.changes, UINT32_MAX);
+      ck_assert_uint_eq (out.primary_since, UINT64_MAX);
     }
-
-  /* Garbage after the NUL in the host struct does not reach the wire. */
-  valid_hello (&in);
-  memset (in.resource + 3, 'z', REPL_RESOURCE_MAX - 3);
-  wire_encode_hello (&in, buf);
-  ck_assert_mem_eq (buf, want, REPL_HELLO_SIZE);
 }
 END_TEST
 
@@ -712,39 +791,35 @@ hello_bad (const uint8_t *buf, size_t len, const char *msg)
 START_TEST (test_hello_reject)
 {
   struct repl_hello in;
-  uint8_t good[REPL_HELLO_SIZE + 1], buf[REPL_HELLO_SIZE + 1];
+  uint8_t good[REPL_HELLO_MAX], buf[REPL_HELLO_MAX];
   size_t i;
 
   valid_hello (&in);
+  memset (good, 0, sizeof good);
   wire_encode_hello (&in, good);
-  good[REPL_HELLO_SIZE] = 0;
 
-  hello_bad (good, 0, "length 0 != 144");
-  hello_bad (good, REPL_HELLO_SIZE - 1, "length 143 != 144");
-  hello_bad (good, REPL_HELLO_SIZE + 1, "length 145 != 144");
+  hello_bad (good, 0, "payload length 0 < 4");
+  hello_bad (good, 3, "payload length 3 < 4");
+  hello_bad (good, 4, "payload length 4 != 80");
+  hello_bad (good, REPL_HELLO_SIZE - 1, "payload length 79 != 80");
+  hello_bad (good, REPL_HELLO_SIZE + 1, "payload length 81 != 80");
+  hello_bad (good, REPL_HELLO_MAX, "payload length 256 != 80");
 
+  /* The version is checked before the length: a HELLO of protocol 3
+   * (144 bytes, the state in it) is named for its version. */
   memcpy (buf, good, sizeof buf);
+  buf[3] = 3;
+  hello_bad (buf, 144, "HELLO: version 3 not supported (want 4)");
+  hello_bad (buf, REPL_HELLO_SIZE, "version 3 not supported");
+  hello_bad (buf, 4, "version 3 not supported");
   buf[3] = 1;
   hello_bad (buf, REPL_HELLO_SIZE, "version 1");
-  buf[3] = 2;
-  hello_bad (buf, REPL_HELLO_SIZE, "version 2");
-  buf[3] = 4;
-  hello_bad (buf, REPL_HELLO_SIZE, "version 4");
+  buf[3] = 5;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 5");
   buf[3] = 0;
   hello_bad (buf, REPL_HELLO_SIZE, "version 0");
-  buf[0] = 1; buf[3] = 3;
-  hello_bad (buf, REPL_HELLO_SIZE, "version 16777219");
-
-  /* The UUIDs' change count is any number. */
-  memcpy (buf, good, sizeof buf);
-  buf[135] = 1;
-  {
-    struct repl_hello out;
-    char err[256] = "";
-    ck_assert_msg (wire_decode_hello (buf, REPL_HELLO_SIZE, &out, err,
-                                      sizeof err) == 0, "%s", err);
-    ck_assert_uint_eq (out.uuids.changes, 1);
-  }
+  buf[0] = 1; buf[3] = 4;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 16777220");
 
   memcpy (buf, good, sizeof buf);
   buf[7] = 2;
@@ -753,42 +828,107 @@ START_TEST (test_hello_reject)
   buf[4] = 0x80;
   hello_bad (buf, REPL_HELLO_SIZE, "features 0x80000000");
 
-  memcpy (buf, good, sizeof buf);
-  buf[19] = REPL_ROLE_MAX + 1;
-  hello_bad (buf, REPL_HELLO_SIZE, "role 2");
-  memset (buf + 16, 0xff, 4);
-  hello_bad (buf, REPL_HELLO_SIZE, "role 4294967295");
-
-  memcpy (buf, good, sizeof buf);
-  buf[23] = REPL_DISK_STATE_MAX + 1;
-  hello_bad (buf, REPL_HELLO_SIZE, "disk state 4");
-  buf[20] = 1;
-  hello_bad (buf, REPL_HELLO_SIZE, "disk state 16777220");
-
   /* Resource: no NUL anywhere in its 64 bytes. */
   memcpy (buf, good, sizeof buf);
-  memset (buf + 32, 'a', REPL_RESOURCE_MAX);
+  memset (buf + 16, 'a', REPL_RESOURCE_MAX);
   hello_bad (buf, REPL_HELLO_SIZE, "resource not NUL-terminated");
 
   /* Empty resource. */
   memcpy (buf, good, sizeof buf);
-  memset (buf + 32, 0, REPL_RESOURCE_MAX);
+  memset (buf + 16, 0, REPL_RESOURCE_MAX);
   hello_bad (buf, REPL_HELLO_SIZE, "resource empty");
 
   /* Junk after the NUL, at every position of the padding. */
-  for (i = 32 + 3; i < 32 + REPL_RESOURCE_MAX; ++i) {
+  for (i = 16 + 3; i < 16 + REPL_RESOURCE_MAX; ++i) {
     char msg[64];
 
     memcpy (buf, good, sizeof buf);
     buf[i] = 'x';
     snprintf (msg, sizeof msg, "resource byte %zu after the NUL is 0x78",
-              i - 32);
+              i - 16);
     hello_bad (buf, REPL_HELLO_SIZE, msg);
   }
   /* An empty name with junk after it is "empty" first. */
   memcpy (buf, good, sizeof buf);
-  buf[32] = 0;
+  buf[16] = 0;
   hello_bad (buf, REPL_HELLO_SIZE, "resource empty");
+}
+END_TEST
+
+static void
+hello_state_bad (const uint8_t *buf, size_t len, const char *msg)
+{
+  struct repl_hello out;
+  char err[256] = "";
+
+  errno = 0;
+  ck_assert_int_eq (wire_decode_hello_state (buf, len, &out, err,
+                                             sizeof err), -1);
+  ck_assert_int_eq (errno, EPROTO);
+  ck_assert_msg (strstr (err, msg) != NULL,
+                 "error \"%s\" does not contain \"%s\"", err, msg);
+  errno = 0;
+  ck_assert_int_eq (wire_decode_hello_state (buf, len, &out, NULL, 0), -1);
+  ck_assert_int_eq (errno, EPROTO);
+}
+
+START_TEST (test_hello_state_reject)
+{
+  struct repl_hello in;
+  uint8_t good[REPL_HELLO_STATE_SIZE + 1], buf[REPL_HELLO_STATE_SIZE + 1];
+
+  valid_hello (&in);
+  wire_encode_hello_state (&in, good);
+  good[REPL_HELLO_STATE_SIZE] = 0;
+
+  hello_state_bad (good, 0, "HELLO_STATE: payload length 0 != 64");
+  hello_state_bad (good, REPL_HELLO_STATE_SIZE - 1, "length 63 != 64");
+  hello_state_bad (good, REPL_HELLO_STATE_SIZE + 1, "length 65 != 64");
+
+  /* The UUIDs' change count and primary_since are any number. */
+  memcpy (buf, good, sizeof buf);
+  buf[55] = 1;
+  buf[56] = 0xff;
+  {
+    struct repl_hello out;
+    char err[256] = "";
+    ck_assert_msg (wire_decode_hello_state (buf, REPL_HELLO_STATE_SIZE, &out,
+                                            err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq (out.uuids.changes, 1);
+    ck_assert_uint_eq (out.primary_since >> 56, 0xff);
+  }
+
+  memcpy (buf, good, sizeof buf);
+  buf[3] = REPL_ROLE_MAX + 1;
+  hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "HELLO_STATE: role 2 out of "
+                   "range");
+  memset (buf, 0xff, 4);
+  hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "role 4294967295");
+
+  memcpy (buf, good, sizeof buf);
+  buf[7] = REPL_DISK_STATE_MAX + 1;
+  hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "HELLO_STATE: disk state 4 "
+                   "out of range");
+  buf[4] = 1;
+  hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "disk state 16777220");
+
+  /* A size no file offset can hold. */
+  memcpy (buf, good, sizeof buf);
+  memset (buf + 8, 0, 8);
+  buf[8] = 0x80;
+  hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "HELLO_STATE: size "
+                   "9223372036854775808 out of range");
+  memset (buf + 8, 0xff, 8);
+  hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "size 18446744073709551615");
+
+  /* Generation UUID flags beyond Consistent | CrashedPrimary | Primary. */
+  memcpy (buf, good, sizeof buf);
+  buf[51] = 0x08;
+  hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "HELLO_STATE: generation UUID "
+                   "flags 0x8 unknown");
+  memcpy (buf, good, sizeof buf);
+  buf[48] = 0x80;
+  hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "flags 0x80000000 unknown");
 }
 END_TEST
 
@@ -842,9 +982,9 @@ START_TEST (test_hdr_fuzz)
       memcpy (buf + 12, buf + 8, 4);
     else if (r & 64)            /* count 0 */
       memset (buf + 12, 0, 4);
-    if ((r & 0x380) == 0x380) { /* length = HELLO */
+    if ((r & 0x380) == 0x380) { /* length = HELLO or HELLO_STATE */
       memset (buf + 8, 0, 4);
-      buf[11] = REPL_HELLO_SIZE;
+      buf[11] = (r & 0x400) ? REPL_HELLO_SIZE : REPL_HELLO_STATE_SIZE;
     }
 
     err[0] = '\0';
@@ -883,12 +1023,12 @@ START_TEST (test_hello_fuzz)
   unsigned iter, accepted = 0;
 
   for (iter = 0; iter < 20000; ++iter) {
-    uint8_t buf[REPL_HELLO_SIZE], buf2[REPL_HELLO_SIZE];
+    uint8_t buf[REPL_HELLO_MAX], buf2[REPL_HELLO_SIZE];
     struct repl_hello hello;
     uint64_t r;
     size_t i, n;
 
-    for (i = 0; i < REPL_HELLO_SIZE; i += 8) {
+    for (i = 0; i < sizeof buf; i += 8) {
       r = rng_next (&seed);
       memcpy (buf + i, &r, 8);
     }
@@ -896,26 +1036,66 @@ START_TEST (test_hello_fuzz)
     if (r & 1) {
       memset (buf, 0, 8);
       buf[3] = REPL_PROTO_VERSION;
-      memset (buf + 16, 0, 8);
-      buf[19] = (r >> 8) % 3;
-      buf[23] = (r >> 16) % 4;
+      buf[7] = (r >> 8) & 1;    /* feature AUTH, or none */
     }
     if (r & 2) {
       n = (r >> 24) % (REPL_RESOURCE_MAX + 1);
       if (n < REPL_RESOURCE_MAX)
-        memset (buf + 32 + n, 0, REPL_RESOURCE_MAX - n);
+        memset (buf + 16 + n, 0, REPL_RESOURCE_MAX - n);
       for (i = 0; i < n; ++i)
-        if (buf[32 + i] == 0)
-          buf[32 + i] = 'a';
+        if (buf[16 + i] == 0)
+          buf[16 + i] = 'a';
     }
 
-    if (wire_decode_hello (buf, (r & 4) ? (r >> 32) % 200 : sizeof buf,
+    if (wire_decode_hello (buf, (r & 4) ? (r >> 32) % (REPL_HELLO_MAX + 1)
+                                        : REPL_HELLO_SIZE,
                            &hello, NULL, 0) == 0) {
+      accepted++;
+      ck_assert_uint_eq (hello.version, REPL_PROTO_VERSION);
+      ck_assert_uint_eq (hello.features & ~REPL_FEATURES_KNOWN, 0);
+      wire_encode_hello (&hello, buf2);
+      ck_assert_mem_eq (buf, buf2, REPL_HELLO_SIZE);
+    }
+  }
+  ck_assert_uint_gt (accepted, 100);
+}
+END_TEST
+
+/* Random HELLO_STATE payloads, likewise. */
+START_TEST (test_hello_state_fuzz)
+{
+  uint64_t seed = UINT64_C (0x13198a2e03707344);
+  unsigned iter, accepted = 0;
+
+  for (iter = 0; iter < 20000; ++iter) {
+    uint8_t buf[REPL_HELLO_STATE_SIZE], buf2[REPL_HELLO_STATE_SIZE];
+    struct repl_hello hello;
+    uint64_t r;
+    size_t i;
+
+    for (i = 0; i < sizeof buf; i += 8) {
+      r = rng_next (&seed);
+      memcpy (buf + i, &r, 8);
+    }
+    r = rng_next (&seed);
+    if (r & 1) {
+      memset (buf, 0, 8);
+      buf[3] = (r >> 8) % 3;
+      buf[7] = (r >> 16) % 5;
+      buf[8] &= (r & 2) ? 0x7f : 0xff;
+      memset (buf + 48, 0, 3);
+      buf[51] &= (r & 8) ? 0x07 : 0x0f;
+    }
+
+    if (wire_decode_hello_state (buf, (r & 4) ? (r >> 32) % 100 : sizeof buf,
+                                 &hello, NULL, 0) == 0) {
       accepted++;
       ck_assert_uint_le (hello.role, REPL_ROLE_MAX);
       ck_assert_uint_le (hello.disk_state, REPL_DISK_STATE_MAX);
-      wire_encode_hello (&hello, buf2);
-      ck_assert_mem_eq (buf, buf2, REPL_HELLO_SIZE);
+      ck_assert_uint_le (hello.size, INT64_MAX);
+      ck_assert_uint_le (hello.uuids.flags, 7);
+      wire_encode_hello_state (&hello, buf2);
+      ck_assert_mem_eq (buf, buf2, REPL_HELLO_STATE_SIZE);
     }
   }
   ck_assert_uint_gt (accepted, 100);
@@ -953,6 +1133,8 @@ wire_suite (void)
   tcase_set_timeout (tc, 30);
   tcase_add_test (tc, test_hello_round_trip);
   tcase_add_test (tc, test_hello_reject);
+  tcase_add_test (tc, test_hello_state_round_trip);
+  tcase_add_test (tc, test_hello_state_reject);
   suite_add_tcase (s, tc);
 
   /* Generous: valgrind slows the 100k iterations down a lot. */
@@ -960,6 +1142,7 @@ wire_suite (void)
   tcase_set_timeout (tc, 300);
   tcase_add_test (tc, test_hdr_fuzz);
   tcase_add_test (tc, test_hello_fuzz);
+  tcase_add_test (tc, test_hello_state_fuzz);
   suite_add_tcase (s, tc);
 
   return s;

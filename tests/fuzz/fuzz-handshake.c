@@ -17,12 +17,16 @@
  *              instead (REPL_UUIDS_SIZE, wire layout); bits 4-5: bitmap
  *              granularity (grans[]); bits 6-7: volume size (sizes[])
  *   [40 bytes  our UUIDs, with bit 3]
- *   then what the peer sends: a HELLO (header and payload), then any
- *   number of framed messages.
+ *   then what the peer sends: a HELLO (header and payload), a
+ *   HELLO_STATE, then any number of framed messages.
  *
  * We are node 0 of resource "r0"; the peer must say it is node 1
- * talking to node 0, with a volume of our size.  The stream ends where
- * the engine would end the connection (or wait for more bytes).
+ * talking to node 0 (HELLO), with a volume of our size (HELLO_STATE).
+ * The authentication between the two (peer-auth.c: random challenges
+ * and an HMAC, server code with sockets) is not modelled: the harness
+ * takes the peer as proven, as the engine does once it has been.  The
+ * stream ends where the engine would end the connection (or wait for
+ * more bytes).
  */
 #include <config.h>
 
@@ -306,6 +310,9 @@ message (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
   case REPL_MSG_READ_REPLY:     /* we asked for none */
   case REPL_MSG_VERIFY_REPLY:   /* we asked for none */
   case REPL_MSG_HELLO:          /* only once */
+  case REPL_MSG_HELLO_STATE:    /* only once */
+  case REPL_MSG_AUTH_CHALLENGE: /* only in the handshake */
+  case REPL_MSG_AUTH_RESPONSE:
   default:
     return false;
   }
@@ -319,6 +326,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   struct repl_hdr h;
   struct repl_hello hello;
   enum uuid_decision d;
+  bool diskless;
   char err[256], why[256];
   size_t pos = 1;
 
@@ -346,31 +354,58 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   }
   FUZZ_CHECK (uuid_check (&local, why, sizeof why) == 0);
 
-  /* listener.c / peer.c read_hello: a HELLO header, then its payload. */
+  /* listener.c handle / peer.c read_hello: a HELLO header, then its
+   * payload, of the length the header says. */
   if (size - pos < REPL_HDR_SIZE ||
       wire_decode_hdr (data + pos, &h, err, sizeof err) == -1 ||
       h.type != REPL_MSG_HELLO)
     return 0;
   pos += REPL_HDR_SIZE;
-  if (size - pos < REPL_HELLO_SIZE ||
-      wire_decode_hello (data + pos, REPL_HELLO_SIZE, &hello,
+  FUZZ_CHECK (h.length >= 4 && h.length <= REPL_HELLO_MAX);
+  if (size - pos < h.length ||
+      wire_decode_hello (data + pos, h.length, &hello,
                          err, sizeof err) == -1)
     return 0;
-  pos += REPL_HELLO_SIZE;
+  pos += h.length;
 
-  /* peer.c peer_check_hello, then generation.c gen_decide. */
+  /* peer.c peer_check_ident. */
   FUZZ_CHECK (memchr (hello.resource, '\0', sizeof hello.resource) != NULL);
   if (strcmp (hello.resource, RESOURCE) != 0 ||
-      hello.node_id != PEER_ID || hello.peer_id != OUR_ID ||
-      hello.size != c.size ||
-      (hello.role == REPL_ROLE_PRIMARY && c.we_primary))
+      hello.node_id != PEER_ID || hello.peer_id != OUR_ID)
     return 0;
-  peer = from_wire (&hello.uuids);
-  if (uuid_check (&peer, why, sizeof why) == -1)
+
+  /* (The authentication.)  peer.c read_hello_state. */
+  if (size - pos < REPL_HDR_SIZE ||
+      wire_decode_hdr (data + pos, &h, err, sizeof err) == -1 ||
+      h.type != REPL_MSG_HELLO_STATE)
     return 0;
-  d = decide (&local, &peer);
-  if (uuid_decision_refuses (d))
+  pos += REPL_HDR_SIZE;
+  FUZZ_CHECK (h.length == REPL_HELLO_STATE_SIZE);
+  if (size - pos < REPL_HELLO_STATE_SIZE ||
+      wire_decode_hello_state (data + pos, REPL_HELLO_STATE_SIZE, &hello,
+                               err, sizeof err) == -1)
     return 0;
+  pos += REPL_HELLO_STATE_SIZE;
+
+  /* peer.c check_hello: never two Primaries.  A diskless peer
+   * (diskless.c diskless_check_hello: our disk decides nothing about
+   * it) has no generations to compare and nothing to resync; a storage
+   * peer has our size, and generation.c gen_decide decides. */
+  if (hello.role == REPL_ROLE_PRIMARY && c.we_primary)
+    return 0;
+  diskless = hello.disk_state == REPL_DISK_DISKLESS;
+  if (diskless)
+    d = UUID_NO_SYNC;
+  else {
+    if (hello.size != c.size)
+      return 0;
+    peer = from_wire (&hello.uuids);
+    if (uuid_check (&peer, why, sizeof why) == -1)
+      return 0;
+    d = decide (&local, &peer);
+    if (uuid_decision_refuses (d))
+      return 0;
+  }
 
   /* peer.c peer_thread and peer-sync.c sync_on_connect. */
   if (bitmap_init (&c.bm, c.size, c.gran) == -1)
@@ -381,7 +416,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     c.ring_first = 1;
     c.ring_count = WINDOW;
   }
-  c.bitmap_pending = c.we_primary &&
+  c.bitmap_pending = !diskless && c.we_primary &&
     (uuid_decision_is_source (d) ||
      (d == UUID_NO_SYNC && hello.uuids.changes > 0));
 

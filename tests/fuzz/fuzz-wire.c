@@ -6,9 +6,9 @@
  * most 1 MiB; bit 7: decode with a 1-byte error buffer), then a run of
  * messages as they come off a socket: a 32-byte header and its payload,
  * again and again.  Each header goes through wire_decode_hdr, each
- * range through wire_check_range, each HELLO and UUIDS payload through
- * its decoder; the whole input also goes through the payload decoders
- * as it is, whatever its length.
+ * range through wire_check_range, each HELLO, HELLO_STATE and UUIDS
+ * payload through its decoder; the whole input also goes through the
+ * payload decoders as it is, whatever its length.
  *
  * Besides "no crash", it checks what the decoders promise: a header or
  * payload that is accepted is in range and encodes back to the very
@@ -51,12 +51,30 @@ fuzz_hello (const uint8_t *in, size_t len, char *err, size_t errlen)
   }
   FUZZ_CHECK (len == REPL_HELLO_SIZE);
   FUZZ_CHECK (hello.version == REPL_PROTO_VERSION);
-  FUZZ_CHECK (hello.role <= REPL_ROLE_MAX);
-  FUZZ_CHECK (hello.disk_state <= REPL_DISK_STATE_MAX);
+  FUZZ_CHECK ((hello.features & ~REPL_FEATURES_KNOWN) == 0);
   n = strnlen (hello.resource, REPL_RESOURCE_MAX);
   FUZZ_CHECK (n > 0 && n < REPL_RESOURCE_MAX);
   wire_encode_hello (&hello, out);
   FUZZ_CHECK (memcmp (out, in, REPL_HELLO_SIZE) == 0);
+}
+
+static void
+fuzz_hello_state (const uint8_t *in, size_t len, char *err, size_t errlen)
+{
+  struct repl_hello hello;
+  uint8_t out[REPL_HELLO_STATE_SIZE];
+
+  if (wire_decode_hello_state (in, len, &hello, err, errlen) == -1) {
+    check_refusal (err, errlen);
+    return;
+  }
+  FUZZ_CHECK (len == REPL_HELLO_STATE_SIZE);
+  FUZZ_CHECK (hello.role <= REPL_ROLE_MAX);
+  FUZZ_CHECK (hello.disk_state <= REPL_DISK_STATE_MAX);
+  FUZZ_CHECK (hello.size <= INT64_MAX);
+  FUZZ_CHECK ((hello.uuids.flags & ~GU_FLAGS_KNOWN) == 0);
+  wire_encode_hello_state (&hello, out);
+  FUZZ_CHECK (memcmp (out, in, REPL_HELLO_STATE_SIZE) == 0);
 }
 
 static void
@@ -130,6 +148,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 
   /* The payload decoders take any length. */
   fuzz_hello (data + 1, size - 1, err, errlen);
+  fuzz_hello_state (data + 1, size - 1, err, errlen);
   fuzz_uuids (data + 1, size - 1, err, errlen);
 
   for (size_t pos = 1; size - pos >= REPL_HDR_SIZE; ) {
@@ -149,7 +168,11 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     FUZZ_CHECK (h.length == 0 || h.length == h.count ||
                 ((h.flags & REPL_FLAG_DIGEST) &&
                  (uint64_t) h.length == (uint64_t) h.count + REPL_DIGEST_SIZE) ||
-                h.type == REPL_MSG_HELLO || h.type == REPL_MSG_UUIDS ||
+                (h.type == REPL_MSG_HELLO && h.length >= 4 &&
+                 h.length <= REPL_HELLO_MAX) ||
+                (h.type == REPL_MSG_HELLO_STATE &&
+                 h.length == REPL_HELLO_STATE_SIZE) ||
+                h.type == REPL_MSG_UUIDS ||
                 h.type == REPL_MSG_BITMAP || h.type == REPL_MSG_VERIFY_REPLY ||
                 ((h.type == REPL_MSG_AWAY ||
                   h.type == REPL_MSG_OUT_OF_SYNC) && h.length == 8) ||
@@ -167,6 +190,9 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     switch (h.type) {
     case REPL_MSG_HELLO:
       fuzz_hello (payload, have, err, errlen);
+      break;
+    case REPL_MSG_HELLO_STATE:
+      fuzz_hello_state (payload, have, err, errlen);
       break;
     case REPL_MSG_UUIDS:
       fuzz_uuids (payload, have, err, errlen);

@@ -100,6 +100,8 @@ to_wire (const struct gen_uuids *u, uint32_t changes)
   };
 }
 
+/* A HELLO, then (after the authentication, which the harnesses do not
+ * model) the HELLO_STATE. */
 static void
 put_hello (struct buf *b, uint32_t node_id, uint32_t peer_id, uint32_t role,
            uint32_t disk, uint64_t size, const struct repl_uuids *u)
@@ -108,11 +110,13 @@ put_hello (struct buf *b, uint32_t node_id, uint32_t peer_id, uint32_t role,
     .version = REPL_PROTO_VERSION, .node_id = node_id, .peer_id = peer_id,
     .role = role, .disk_state = disk, .size = size, .uuids = *u,
   };
-  uint8_t raw[REPL_HELLO_SIZE];
+  uint8_t raw[REPL_HELLO_SIZE], state[REPL_HELLO_STATE_SIZE];
 
   strcpy (hello.resource, "r0");
   wire_encode_hello (&hello, raw);
   put_msg (b, REPL_MSG_HELLO, 0, REPL_HELLO_SIZE, 0, 0, 0, raw);
+  wire_encode_hello_state (&hello, state);
+  put_msg (b, REPL_MSG_HELLO_STATE, 0, REPL_HELLO_STATE_SIZE, 0, 0, 0, state);
 }
 
 static void
@@ -138,7 +142,7 @@ wire_corpus (void)
   static struct buf b;
   static uint8_t data[4096];
   struct repl_uuids u = to_wire (&ours_in_sync, 3);
-  uint8_t raw[REPL_HELLO_SIZE];
+  uint8_t raw[REPL_HELLO_SIZE], state[REPL_HELLO_STATE_SIZE];
   struct repl_hello hello;
 
   memset (data, 0xa5, sizeof data);
@@ -217,9 +221,29 @@ wire_corpus (void)
                                 .size = 1 << 20, .uuids = u };
   strcpy (hello.resource, "r0");
   wire_encode_hello (&hello, raw);
-  raw[32 + 10] = 'x';                           /* after the NUL */
+  raw[16 + 10] = 'x';                           /* after the NUL */
   put_msg (&b, REPL_MSG_HELLO, 0, REPL_HELLO_SIZE, 0, 0, 0, raw);
   save ("wire", "bad-hello-padding", &b);
+  b.n = 0;
+  put_byte (&b, 0x1b);
+  wire_encode_hello_state (&hello, state);
+  state[3] = REPL_ROLE_MAX + 1;                 /* role */
+  put_msg (&b, REPL_MSG_HELLO_STATE, 0, REPL_HELLO_STATE_SIZE, 0, 0, 0,
+           state);
+  save ("wire", "bad-hello-state-role", &b);
+  /* A HELLO of protocol version 3: 144 bytes, its version first. */
+  {
+    uint8_t v3[144];
+
+    memset (v3, 0, sizeof v3);
+    v3[3] = 3;
+    v3[11] = 1;                                 /* node id */
+    memcpy (v3 + 32, "r0", 2);
+    b.n = 0;
+    put_byte (&b, 0x1b);
+    put_msg (&b, REPL_MSG_HELLO, 0, sizeof v3, 0, 0, 0, v3);
+    save ("wire", "hello-v3", &b);
+  }
 }
 
 static void
