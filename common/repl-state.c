@@ -39,26 +39,6 @@ static const unsigned next[REPL_STATE_MAX + 1] = {
   [REPL_VERIFY_S] = BIT (REPL_OFF) | BIT (REPL_ESTABLISHED),
 };
 
-/* For each message type, the receiver's states in which it may arrive;
- * 0 (not listed) means any connected state.  The handshake messages
- * (HELLO, AUTH_*) never reach the receive loop at all. */
-static const unsigned only_in[REPL_MSG_TYPE_MAX + 1] = {
-  [REPL_MSG_HELLO] = ~0u,                 /* never: handshake only */
-  [REPL_MSG_AUTH_CHALLENGE] = ~0u,
-  [REPL_MSG_AUTH_RESPONSE] = ~0u,
-  /* The target: the source says it starts once the bitmaps are in. */
-  [REPL_MSG_RESYNC_START] = BIT (REPL_ESTABLISHED) | BIT (REPL_WF_BITMAP_T),
-  [REPL_MSG_RESYNC_DATA] = BIT (REPL_SYNC_TARGET),
-  [REPL_MSG_RESYNC_DONE] = BIT (REPL_SYNC_TARGET),
-  /* The source: the target's bitmap, before it starts. */
-  [REPL_MSG_BITMAP] = BIT (REPL_WF_BITMAP_S),
-  [REPL_MSG_BITMAP_DONE] = BIT (REPL_WF_BITMAP_S),
-  /* Digests answer a verify, or a resync with csums. */
-  [REPL_MSG_VERIFY_REPLY] = BIT (REPL_VERIFY_S) | BIT (REPL_SYNC_SOURCE),
-  /* The verify target; or the sync target of a resync with csums. */
-  [REPL_MSG_VERIFY_REQ] = BIT (REPL_ESTABLISHED) | BIT (REPL_SYNC_TARGET),
-};
-
 const char *
 repl_state_name (enum repl_state s)
 {
@@ -76,11 +56,7 @@ repl_state_may (enum repl_state from, enum repl_state to)
 static unsigned
 accepted (unsigned type)
 {
-  if (type == 0 || type > REPL_MSG_TYPE_MAX)
-    return 0;
-  if (only_in[type] == ~0u)
-    return 0;
-  return only_in[type] != 0 ? only_in[type] : CONNECTED_STATES;
+  return wire_type_states (type);
 }
 
 bool

@@ -26,9 +26,10 @@
  *   VerifyS     -> Established
  *   any         -> Off (the connection is lost)
  *
- * and which messages may arrive in which state (repl_state_accepts):
- * the resync and bitmap messages only where that exchange is running;
- * everything else in any connected state.  A message in a wrong state is
+ * and which messages may arrive in which state (repl_state_accepts,
+ * from wire.c's table of message types): the resync, bitmap and verify
+ * messages only where that exchange is running; everything else in any
+ * connected state.  A message in a wrong state is
  * a protocol error that ends the connection and changes nothing.  Pure:
  * no I/O, no locks; the engine stores the state (server/state.c).
  */

@@ -19,6 +19,7 @@
 
 #include "byte-order.h"
 #include "uuid-compare.h"
+#include "repl-state.h"
 #include "wire.h"
 
 /* What a message of each type may carry. */
@@ -35,51 +36,115 @@ enum wire_payload {
   WIRE_PAYLOAD_WORDS,           /* length > 0, a multiple of 8 */
 };
 
+/* How a message travels (repl-state.h has the states). */
+enum wire_class {
+  WIRE_HANDSHAKE,               /* before the receive loop only: HELLO,
+                                   AUTH_*, HELLO_STATE */
+  WIRE_SEQUENCED,               /* carries the sender's next sequence
+                                   number; applied in order; answered by
+                                   a cumulative ACK (or a NACK) */
+  WIRE_CONTROL,                 /* unsequenced, handled on arrival */
+};
+
+/* Who sends it, on a connection where one side drives: the primary (or
+ * a sync source, a verify's source) sends FORWARD, its peer answers
+ * BACK; BOTH: either side. */
+enum wire_dir { WIRE_BOTH, WIRE_FORWARD, WIRE_BACK };
+
 struct wire_type {
   const char *wt_name;          /* NULL: no such type */
   uint16_t wt_flags;            /* REPL_FLAG_* allowed */
   enum wire_payload wt_payload;
   bool wt_has_count;            /* count > 0 (else count == 0) */
+  enum wire_class wt_class;
+  enum wire_dir wt_dir;
+  bool wt_changes_data;         /* a client's change to the volume: a
+                                   peer that misses it gets the range
+                                   back by resync */
+  bool wt_receipt_ack;          /* protocol B may acknowledge it on
+                                   receipt (unless it has flag FUA) */
+  unsigned wt_states;           /* the receiver's replication states in
+                                   which it may arrive (bits of enum
+                                   repl_state); 0: any connected state */
 };
 
+#define ST(s) (1u << REPL_##s)
+#define SEQ(dir) .wt_class = WIRE_SEQUENCED, .wt_dir = WIRE_##dir
+#define CTL(dir) .wt_class = WIRE_CONTROL, .wt_dir = WIRE_##dir
+#define HANDSHAKE .wt_class = WIRE_HANDSHAKE, .wt_dir = WIRE_BOTH
+
 static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
-  [REPL_MSG_HELLO] =        { "HELLO", 0, WIRE_PAYLOAD_HELLO, false },
-  [REPL_MSG_PING] =         { "PING", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_PONG] =         { "PONG", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_WRITE] =        { "WRITE", REPL_FLAG_FUA | REPL_FLAG_DIGEST,
-                              WIRE_PAYLOAD_COUNT, true },
-  [REPL_MSG_TRIM] =         { "TRIM", REPL_FLAG_FUA,
-                              WIRE_PAYLOAD_NONE, true },
-  [REPL_MSG_ZERO] =         { "ZERO", REPL_FLAG_FUA | REPL_FLAG_MAY_TRIM,
-                              WIRE_PAYLOAD_NONE, true },
-  [REPL_MSG_FLUSH] =        { "FLUSH", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_RESYNC_START] = { "RESYNC_START", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_RESYNC_DATA] =  { "RESYNC_DATA",
-                              REPL_FLAG_ZEROES | REPL_FLAG_DIGEST,
-                              WIRE_PAYLOAD_COUNT, true },
-  [REPL_MSG_RESYNC_DONE] =  { "RESYNC_DONE", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_ACK] =          { "ACK", REPL_FLAG_RECEIVED,
-                              WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_NACK] =         { "NACK", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_UUIDS] =        { "UUIDS", 0, WIRE_PAYLOAD_UUIDS, false },
-  [REPL_MSG_BITMAP] =       { "BITMAP", 0, WIRE_PAYLOAD_WORDS, false },
-  [REPL_MSG_BITMAP_DONE] =  { "BITMAP_DONE", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_VERIFY_REQ] =   { "VERIFY_REQ", 0, WIRE_PAYLOAD_NONE, true },
-  [REPL_MSG_VERIFY_REPLY] = { "VERIFY_REPLY", 0, WIRE_PAYLOAD_WORDS, true },
-  [REPL_MSG_GOODBYE] =      { "GOODBYE", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_STATE] =        { "STATE", 0, WIRE_PAYLOAD_NONE, false },
-  [REPL_MSG_AWAY] =         { "AWAY", 0, WIRE_PAYLOAD_WORD, false },
-  [REPL_MSG_OUT_OF_SYNC] =  { "OUT_OF_SYNC", 0, WIRE_PAYLOAD_WORD, true },
-  [REPL_MSG_READ_REQ] =     { "READ_REQ", 0, WIRE_PAYLOAD_NONE, true },
-  [REPL_MSG_READ_REPLY] =   { "READ_REPLY", REPL_FLAG_ERROR,
-                              WIRE_PAYLOAD_COUNT, true },
+  [REPL_MSG_HELLO] = { "HELLO", 0, WIRE_PAYLOAD_HELLO, false, HANDSHAKE },
   [REPL_MSG_AUTH_CHALLENGE] = { "AUTH_CHALLENGE", 0, WIRE_PAYLOAD_AUTH,
-                                false },
+                                false, HANDSHAKE },
   [REPL_MSG_AUTH_RESPONSE] = { "AUTH_RESPONSE", 0, WIRE_PAYLOAD_AUTH,
-                               false },
-  [REPL_MSG_HELLO_STATE] =  { "HELLO_STATE", 0, WIRE_PAYLOAD_HELLO_STATE,
-                              false },
+                               false, HANDSHAKE },
+  [REPL_MSG_HELLO_STATE] = { "HELLO_STATE", 0, WIRE_PAYLOAD_HELLO_STATE,
+                             false, HANDSHAKE },
+
+  [REPL_MSG_PING] = { "PING", 0, WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
+  [REPL_MSG_PONG] = { "PONG", 0, WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
+  [REPL_MSG_GOODBYE] = { "GOODBYE", 0, WIRE_PAYLOAD_NONE, false,
+                         CTL (BOTH) },
+  [REPL_MSG_STATE] = { "STATE", 0, WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
+  [REPL_MSG_UUIDS] = { "UUIDS", 0, WIRE_PAYLOAD_UUIDS, false, CTL (BOTH) },
+
+  [REPL_MSG_WRITE] = { "WRITE", REPL_FLAG_FUA | REPL_FLAG_DIGEST,
+                       WIRE_PAYLOAD_COUNT, true, SEQ (FORWARD),
+                       .wt_changes_data = true, .wt_receipt_ack = true },
+  [REPL_MSG_TRIM] = { "TRIM", REPL_FLAG_FUA, WIRE_PAYLOAD_NONE, true,
+                      SEQ (FORWARD),
+                      .wt_changes_data = true, .wt_receipt_ack = true },
+  [REPL_MSG_ZERO] = { "ZERO", REPL_FLAG_FUA | REPL_FLAG_MAY_TRIM,
+                      WIRE_PAYLOAD_NONE, true, SEQ (FORWARD),
+                      .wt_changes_data = true, .wt_receipt_ack = true },
+  [REPL_MSG_FLUSH] = { "FLUSH", 0, WIRE_PAYLOAD_NONE, false,
+                       SEQ (FORWARD) },
+  [REPL_MSG_ACK] = { "ACK", REPL_FLAG_RECEIVED, WIRE_PAYLOAD_NONE, false,
+                     CTL (BACK) },
+  [REPL_MSG_NACK] = { "NACK", 0, WIRE_PAYLOAD_NONE, false, CTL (BACK) },
+
+  /* The target, once the bitmaps are in: */
+  [REPL_MSG_RESYNC_START] = { "RESYNC_START", 0, WIRE_PAYLOAD_NONE, false,
+                              SEQ (FORWARD), .wt_receipt_ack = true,
+                              .wt_states = ST (ESTABLISHED) |
+                                           ST (WF_BITMAP_T) },
+  [REPL_MSG_RESYNC_DATA] = { "RESYNC_DATA",
+                             REPL_FLAG_ZEROES | REPL_FLAG_DIGEST,
+                             WIRE_PAYLOAD_COUNT, true, SEQ (FORWARD),
+                             .wt_receipt_ack = true,
+                             .wt_states = ST (SYNC_TARGET) },
+  [REPL_MSG_RESYNC_DONE] = { "RESYNC_DONE", 0, WIRE_PAYLOAD_NONE, false,
+                             SEQ (FORWARD), .wt_receipt_ack = true,
+                             .wt_states = ST (SYNC_TARGET) },
+  /* The source, before it starts: the target's bitmap. */
+  [REPL_MSG_BITMAP] = { "BITMAP", 0, WIRE_PAYLOAD_WORDS, false, CTL (BACK),
+                        .wt_states = ST (WF_BITMAP_S) },
+  [REPL_MSG_BITMAP_DONE] = { "BITMAP_DONE", 0, WIRE_PAYLOAD_NONE, false,
+                             CTL (BACK), .wt_states = ST (WF_BITMAP_S) },
+  /* A verify's target, or the target of a resync with csums: */
+  [REPL_MSG_VERIFY_REQ] = { "VERIFY_REQ", 0, WIRE_PAYLOAD_NONE, true,
+                            SEQ (FORWARD),
+                            .wt_states = ST (ESTABLISHED) |
+                                         ST (SYNC_TARGET) },
+  [REPL_MSG_VERIFY_REPLY] = { "VERIFY_REPLY", 0, WIRE_PAYLOAD_WORDS, true,
+                              CTL (BACK),
+                              .wt_states = ST (VERIFY_S) |
+                                           ST (SYNC_SOURCE) },
+
+  /* A diskless primary and its storage nodes: */
+  [REPL_MSG_AWAY] = { "AWAY", 0, WIRE_PAYLOAD_WORD, false, CTL (FORWARD) },
+  [REPL_MSG_OUT_OF_SYNC] = { "OUT_OF_SYNC", 0, WIRE_PAYLOAD_WORD, true,
+                             SEQ (FORWARD) },
+  [REPL_MSG_READ_REQ] = { "READ_REQ", 0, WIRE_PAYLOAD_NONE, true,
+                          SEQ (FORWARD) },
+  [REPL_MSG_READ_REPLY] = { "READ_REPLY", REPL_FLAG_ERROR,
+                            WIRE_PAYLOAD_COUNT, true, CTL (BACK) },
 };
+
+#define CONNECTED_STATES \
+  (ST (ESTABLISHED) | ST (WF_BITMAP_S) | ST (WF_BITMAP_T) | \
+   ST (SYNC_SOURCE) | ST (SYNC_TARGET) | ST (VERIFY_S))
 
 static const struct wire_type *
 wire_type_lookup (unsigned type)
@@ -95,6 +160,48 @@ wire_type_name (unsigned type)
   const struct wire_type *wt = wire_type_lookup (type);
 
   return wt ? wt->wt_name : "unknown";
+}
+
+bool
+wire_type_sequenced (unsigned type)
+{
+  const struct wire_type *wt = wire_type_lookup (type);
+
+  return wt != NULL && wt->wt_class == WIRE_SEQUENCED;
+}
+
+bool
+wire_type_changes_data (unsigned type)
+{
+  const struct wire_type *wt = wire_type_lookup (type);
+
+  return wt != NULL && wt->wt_changes_data;
+}
+
+bool
+wire_type_receipt_ackable (unsigned type, uint16_t flags)
+{
+  const struct wire_type *wt = wire_type_lookup (type);
+
+  return wt != NULL && wt->wt_receipt_ack && !(flags & REPL_FLAG_FUA);
+}
+
+bool
+wire_type_from_driver (unsigned type)
+{
+  const struct wire_type *wt = wire_type_lookup (type);
+
+  return wt != NULL && wt->wt_dir == WIRE_FORWARD;
+}
+
+unsigned
+wire_type_states (unsigned type)
+{
+  const struct wire_type *wt = wire_type_lookup (type);
+
+  if (wt == NULL || wt->wt_class == WIRE_HANDSHAKE)
+    return 0;
+  return wt->wt_states != 0 ? wt->wt_states : CONNECTED_STATES;
 }
 
 /* Fail with EPROTO, leaving a message in err if there is room for one. */

@@ -22,6 +22,7 @@
 #ifndef NBDREPL_WIRE_H
 #define NBDREPL_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -229,6 +230,29 @@ struct repl_hello {
 
 /* Name of a message type for log lines ("WRITE"), or "unknown". */
 extern const char *wire_type_name (unsigned type);
+
+/* What wire.c's table of message types says of a type (false or 0 for
+ * an unknown type):
+ * - sequenced: it carries the sender's next sequence number, is applied
+ *   in order and answered by a cumulative ACK or a NACK (WRITE, TRIM,
+ *   ZERO, FLUSH, RESYNC_*, VERIFY_REQ, OUT_OF_SYNC, READ_REQ); every
+ *   other type after the handshake is handled on arrival;
+ * - changes data: a client's change to the volume (WRITE, TRIM, ZERO):
+ *   a peer that misses it gets the range back by resync;
+ * - receipt-ackable: protocol B may acknowledge it on receipt, before it
+ *   is applied: sequenced, asking for no durability (not FLUSH, no flag
+ *   FUA), no answer (not READ_REQ, VERIFY_REQ) and no bitmap update
+ *   (not OUT_OF_SYNC);
+ * - from the driver: sent by the side that drives the connection (the
+ *   primary, a sync source, a verify's source), answered by the other;
+ * - states: the receiver's replication states in which it may arrive, as
+ *   bits (1 << enum repl_state, repl-state.h); 0 for the handshake
+ *   messages, which never reach the receive loop. */
+extern bool wire_type_sequenced (unsigned type);
+extern bool wire_type_changes_data (unsigned type);
+extern bool wire_type_receipt_ackable (unsigned type, uint16_t flags);
+extern bool wire_type_from_driver (unsigned type);
+extern unsigned wire_type_states (unsigned type);
 
 /* Fill a header: magic is set, the rest from the arguments. */
 extern void wire_hdr_init (struct repl_hdr *h, enum repl_msg_type type,

@@ -397,8 +397,38 @@ extern void peer_teardown_locked (struct peer *p);
 extern int peer_send_wait (struct peer *p, uint64_t gen, struct out_msg *om);
 
 /* peer-receive.c */
+/* One connection's receive state; used by whoever holds pr_rx_busy. */
+struct rx {
+  int rx_fd;                    /* the connection */
+  int rx_pipe[2];               /* for splicing payloads to disk, or -1 */
+  size_t rx_pipe_size;
+  uint8_t *rx_buf;              /* RECV_BUF_SIZE bytes */
+  size_t rx_fill;               /* bytes in rx_buf not yet handled */
+};
+/* A message as the receive loop hands it to its handler. */
+struct rx_msg {
+  const struct repl_hdr *m_hdr;
+  const uint8_t *m_payload;     /* the bytes of it that have arrived */
+  uint32_t m_have;              /* ... how many: fewer than its length
+                                   only for a large WRITE or RESYNC_DATA
+                                   whose rest is spliced from m_rx */
+  struct rx *m_rx;
+};
 extern void peer_receive_loop (struct peer *p, uint64_t gen, int fd);
 extern void peer_wait_own_ack (struct peer *p, struct peer_ticket *t);
+
+/* secondary.c: each returns 0, -1 (the connection failed) or -2 (the
+ * local disk failed: the caller NACKs). */
+extern int secondary_check (struct peer *p, uint64_t gen,
+                            const struct repl_hdr *h);
+extern int secondary_apply_io (struct peer *p, uint64_t gen,
+                               const struct rx_msg *m);
+extern int secondary_apply_resync_start (struct peer *p, uint64_t gen,
+                                         const struct rx_msg *m);
+extern int secondary_apply_resync_data (struct peer *p, uint64_t gen,
+                                        const struct rx_msg *m);
+extern int secondary_apply_resync_done (struct peer *p, uint64_t gen,
+                                        const struct rx_msg *m);
 
 /* peer-sync.c */
 extern void sync_on_connect (struct peer *p, uint64_t gen,

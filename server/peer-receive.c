@@ -23,7 +23,6 @@
 #include <sys/socket.h>
 
 #include "byte-order.h"
-#include "crc32c.h"
 #include "internal.h"
 #include "log.h"
 
@@ -46,92 +45,6 @@
  * same at QD1, QD2 and QD4 (bench/RESULTS.md, session 6). */
 #define OWN_READ_MAX_UNANSWERED 2
 
-/* One connection's receive state; used by whoever holds pr_rx_busy. */
-struct rx {
-  int rx_fd;                    /* the connection */
-  int rx_pipe[2];               /* for splicing payloads to disk, or -1 */
-  size_t rx_pipe_size;
-  uint8_t *rx_buf;              /* RECV_BUF_SIZE bytes */
-  size_t rx_fill;               /* bytes in rx_buf not yet handled */
-};
-
-/* Secondary: the payload of a large WRITE or RESYNC_DATA has partly
- * arrived (have bytes at payload).  Write that part, then move the rest
- * from the socket to the disk through a pipe with splice, so the bulk of
- * the data never passes through user space: one copy on the secondary
- * (into the page cache) instead of two.  Returns 0, -1 if the connection
- * failed (already reported), or -2 if the disk failed. */
-static int
-write_spliced (struct peer *p, uint64_t gen, struct rx *rx,
-               const struct repl_hdr *h, const uint8_t *payload,
-               uint32_t have)
-{
-  struct volume *vol = &p->pr_node->n_vol;
-  uint64_t offset = h->offset + have;
-  uint32_t left = h->count - have;
-
-  if (have > 0 && volume_pwrite (vol, payload, have, h->offset) == -1)
-    return -2;
-  while (left > 0) {
-    size_t want = left < rx->rx_pipe_size ? left : rx->rx_pipe_size;
-    ssize_t r = splice (rx->rx_fd, NULL, rx->rx_pipe[1], NULL, want,
-                        SPLICE_F_MOVE);
-
-    if (r == -1 && errno == EINTR)
-      continue;
-    if (r <= 0) {
-      if (r == 0)
-        peer_fail (p, gen, "connection closed by peer in the middle of "
-                   "a %s message", wire_type_name (h->type));
-      else
-        peer_fail (p, gen, "recv (splice): %m");
-      return -1;
-    }
-    p->pr_last_recv_ns = now_ns ();
-    if (volume_splice_in (vol, rx->rx_pipe[0], r, offset) == -1)
-      return -2;
-    offset += r;
-    left -= r;
-  }
-  return 0;
-}
-
-static bool
-is_data (unsigned type)
-{
-  switch (type) {
-  case REPL_MSG_WRITE: case REPL_MSG_TRIM: case REPL_MSG_ZERO:
-  case REPL_MSG_FLUSH: case REPL_MSG_RESYNC_START:
-  case REPL_MSG_RESYNC_DATA: case REPL_MSG_RESYNC_DONE:
-  case REPL_MSG_VERIFY_REQ: case REPL_MSG_READ_REQ:
-  case REPL_MSG_OUT_OF_SYNC:
-    return true;
-  default:
-    return false;
-  }
-}
-
-/* Needs the disk to be durable before it may be acknowledged. */
-static bool
-needs_durable (const struct repl_hdr *h)
-{
-  return h->type == REPL_MSG_FLUSH || (h->flags & REPL_FLAG_FUA);
-}
-
-/* Protocol B: may the peer acknowledge this message on receipt, before
- * applying it?  Only data that asks for nothing more: never what wants
- * durability (FLUSH, FUA), an answer (READ_REQ, VERIFY_REQ) or a
- * bitmap update (OUT_OF_SYNC).  The one rule for both sides: the
- * secondary acknowledges receipt of these only (handle_batch), and the
- * primary refuses a receipt ACK covering anything else
- * (needs_applied_ack). */
-static bool
-receipt_ack_allowed (unsigned type, uint16_t flags)
-{
-  return is_data (type) && type != REPL_MSG_FLUSH &&
-         !(flags & REPL_FLAG_FUA) && type != REPL_MSG_READ_REQ &&
-         type != REPL_MSG_VERIFY_REQ && type != REPL_MSG_OUT_OF_SYNC;
-}
 
 /* Send a cumulative ACK for seq and wait until it has left (its header
  * lives in the peer, which we may only rewrite once it has been sent). */
@@ -148,234 +61,6 @@ send_ack (struct peer *p, uint64_t gen, enum repl_msg_type type,
       pthread_cond_wait (&p->pr_cond, &p->pr_lock);
   }
   pthread_mutex_unlock (&p->pr_lock);
-}
-
-/* Secondary: apply one data message from the primary.  Only `have`
- * bytes of a WRITE or RESYNC_DATA payload may have arrived yet; the rest
- * is spliced from the socket.  Returns 0, -1 if the connection failed,
- * -2 if the disk failed. */
-static int
-apply (struct peer *p, uint64_t gen, struct rx *rx,
-       const struct repl_hdr *h, const uint8_t *payload, uint32_t have)
-{
-  struct repl_node *node = p->pr_node;
-  struct volume *vol = &node->n_vol;
-  const char *name = p->pr_cfg->nc_name;
-  struct out_msg fwd_msgs[REPL_MAX_NODES];
-  struct ilock_range range;
-  struct waiter fwd;
-  bool in_al = false, forwarding = false, locked = false;
-  int r = 0;
-
-  /* data-integrity: crc32c: the data must match its digest before it
-   * goes anywhere.  A mismatch ends the connection; the sender then
-   * marks the range out of sync and resyncs it. */
-  if (h->flags & REPL_FLAG_DIGEST) {
-    uint32_t want = get_be32 (payload + h->count);
-
-    if (crc32c (0, payload, h->count) != want) {
-      peer_fail (p, gen, "data-integrity: crc32c mismatch in %s of %" PRIu32
-                 " bytes at offset %" PRIu64 " (sequence %" PRIu64 "): "
-                 "corrupted in transit; dropped", wire_type_name (h->type),
-                 h->count, h->offset, h->seq);
-      return -1;
-    }
-  }
-
-  switch (h->type) {
-  case REPL_MSG_READ_REQ:
-    return forward_handle_read (p, gen, h);
-  case REPL_MSG_OUT_OF_SYNC:
-    return forward_handle_out_of_sync (p, gen, h, payload);
-  case REPL_MSG_WRITE: case REPL_MSG_TRIM: case REPL_MSG_ZERO:
-  case REPL_MSG_FLUSH:
-    /* A diskless primary's write that some storage nodes do not get
-     * from it: forwarded to those we reach (forward.c), ordered with
-     * any resync we send them by our interval lock. */
-    forwarding = p->pr_away_mask != 0;
-    if (forwarding && h->type != REPL_MSG_FLUSH) {
-      ilock_acquire (&node->n_ilock, &range, h->offset, h->count);
-      locked = true;
-    }
-    break;
-  default:
-    break;
-  }
-
-  /* A secondary keeps an activity log too: after its own crash, what it
-   * had acknowledged but not yet flushed is resynced from the primary
-   * (the extents travel in its bitmap at the next connect). */
-  switch (h->type) {
-  case REPL_MSG_WRITE: case REPL_MSG_RESYNC_DATA:
-  case REPL_MSG_TRIM: case REPL_MSG_ZERO:
-    if (meta_al_begin (node, h->offset, h->count) == -1) {
-      if (locked)
-        ilock_release (&node->n_ilock, &range);
-      return -2;
-    }
-    in_al = true;
-    break;
-  default:
-    break;
-  }
-
-  switch (h->type) {
-  case REPL_MSG_WRITE:
-  case REPL_MSG_RESYNC_DATA:
-    if (h->flags & REPL_FLAG_ZEROES)
-      r = volume_zero (vol, h->count, h->offset, false);
-    else if (have < h->count) {
-      r = write_spliced (p, gen, rx, h, payload, have);
-      if (r == -1) {
-        meta_al_end (node, h->offset, h->count);
-        if (locked)
-          ilock_release (&node->n_ilock, &range);
-        return -1;
-      }
-      r = r == -2 ? -1 : 0;
-    }
-    else
-      r = volume_pwrite (vol, payload, h->count, h->offset);
-    break;
-  case REPL_MSG_TRIM:
-    r = volume_trim (vol, h->count, h->offset);
-    break;
-  case REPL_MSG_ZERO:
-    r = volume_zero (vol, h->count, h->offset,
-                     h->flags & REPL_FLAG_MAY_TRIM);
-    break;
-  case REPL_MSG_FLUSH:
-    break;
-  case REPL_MSG_VERIFY_REQ:
-    return verify_handle_request (p, gen, h);
-  case REPL_MSG_RESYNC_START: {
-    int d;
-
-    pthread_mutex_lock (&p->pr_lock);
-    d = p->pr_decision;
-    pthread_mutex_unlock (&p->pr_lock);
-    /* Both sides took the same decision at connect: a peer that is to
-     * be resynced by us does not resync us. */
-    if (d < 0 || uuid_decision_is_source (d)) {
-      peer_fail (p, gen, "protocol error: RESYNC_START, but the decision "
-                 "at connect was %s", d < 0 ? "not taken"
-                 : uuid_decision_name (d));
-      return -1;
-    }
-    if (!sync_claim_source (p, p->pr_role == REPL_ROLE_PRIMARY)) {
-      peer_fail (p, gen, "RESYNC_START while another peer resyncs this "
-                 "node; reconnecting");
-      return -1;
-    }
-    pthread_mutex_lock (&p->pr_lock);
-    p->pr_resync_total = h->offset;
-    p->pr_resync_done = 0;
-    peer_set_repl_locked (p, REPL_SYNC_TARGET);
-    p->pr_resync_start_ns = now_ns ();
-    p->pr_bitmap_persist_ns = p->pr_resync_start_ns;
-    p->pr_bitmap_persist_from = 0;
-    pthread_mutex_unlock (&p->pr_lock);
-    if (h->offset > 0) {
-      /* Not Consistent until the end (an interrupted resync leaves a
-       * disk that is not); a fresh disk takes the source's generation. */
-      handler_run (node, REPL_HANDLER_BEFORE_RESYNC_TARGET, p);
-      if (gen_resync_start_target (node, p, &p->pr_peer_uuids) == -1)
-        return -2;
-      node_set_disk (node, REPL_DISK_INCONSISTENT);
-      log_info ("peer %s: resync started, %" PRIu64 " bytes to receive",
-                name, h->offset);
-      /* A diskless primary stops reading from us, and writes to us
-       * through the source, which orders them with its resync data. */
-      {
-        size_t i;
-        for (i = 0; i < node->n_npeers; i++)
-          if (node->n_peers[i]->pr_cfg->nc_diskless)
-            role_tell_state (node->n_peers[i]);
-      }
-    }
-    return 0;
-  }
-  case REPL_MSG_RESYNC_DONE:
-    /* From now on we hold the primary's generation and lack nothing of
-     * it.  The resync's writes need not be on the disk yet: each went
-     * through our activity log, and an extent only leaves the log once
-     * its data is flushed, so after a crash of this machine whatever may
-     * not have reached the disk is resynced again (meta.c).  Without an
-     * activity log (al-updates: false) we flush first. */
-    if ((!node->n_cfg.cf_al_updates && volume_flush (vol) == -1) ||
-        gen_resync_finished_target (node, p, &p->pr_peer_uuids) == -1)
-      return -2;
-    pthread_mutex_lock (&p->pr_lock);
-    bitmap_clear_all (&p->pr_bitmap);
-    pthread_mutex_unlock (&p->pr_lock);
-    if (meta_write_peer_bitmap (node, p) == -1)
-      return -2;
-    handler_run (node, REPL_HANDLER_AFTER_RESYNC_TARGET, p);
-    pthread_mutex_lock (&p->pr_lock);
-    peer_set_repl_locked (p, REPL_ESTABLISHED);
-    pthread_mutex_unlock (&p->pr_lock);
-    node_set_disk (node, REPL_DISK_UPTODATE);
-    /* The source, and a diskless primary, learn our new generation
-     * (and the diskless node that we are UpToDate again). */
-    {
-      size_t i;
-      for (i = 0; i < node->n_npeers; i++) {
-        struct peer *q = node->n_peers[i];
-        if (q == p || q->pr_cfg->nc_diskless)
-          sync_send_uuids (q);
-        if (q->pr_cfg->nc_diskless)
-          role_tell_state (q);
-      }
-    }
-    log_info ("peer %s: resync finished, %s", name,
-              disk_state_name (REPL_DISK_UPTODATE));
-    sync_release_source (p, "finished");
-    return 0;
-  default:
-    abort ();
-  }
-  if (in_al)
-    meta_al_end (node, h->offset, h->count);
-  if (r == 0 && needs_durable (h))
-    r = volume_flush (vol);
-  if (forwarding) {
-    /* Only what our own disk took goes on (a failure is NACKed). */
-    waiter_init (&fwd, 0);
-    if (r == 0)
-      forward_submit (p, h, payload, &fwd, fwd_msgs);
-    if (locked)
-      ilock_release (&node->n_ilock, &range);
-    waiter_wait (&fwd);         /* acknowledged by where it went */
-    waiter_destroy (&fwd);
-  }
-  if (r == 0 && h->type == REPL_MSG_RESYNC_DATA && !node->n_cfg.cf_al_updates)
-    volume_start_writeback (vol, h->count, h->offset);  /* flushed at DONE */
-  if (r == 0 && h->type == REPL_MSG_RESYNC_DATA) {
-    bool persist;
-    uint64_t now = now_ns ();
-
-    /* We lack these chunks no longer; written out now and then, so that
-     * a resync interrupted by our crash resumes instead of restarting. */
-    uint64_t from = 0, end = h->offset + h->count;
-
-    pthread_mutex_lock (&p->pr_lock);
-    p->pr_resync_done += h->count;
-    bitmap_clear_range (&p->pr_bitmap, h->offset, h->count);
-    if (p->pr_bitmap_persist_from > h->offset)  /* a new pass */
-      p->pr_bitmap_persist_from = h->offset;
-    persist = now - p->pr_bitmap_persist_ns >= RESYNC_PERSIST_NS ||
-              end - p->pr_bitmap_persist_from >= RESYNC_PERSIST_BYTES;
-    if (persist) {
-      from = p->pr_bitmap_persist_from;
-      p->pr_bitmap_persist_ns = now;
-      p->pr_bitmap_persist_from = end;
-    }
-    pthread_mutex_unlock (&p->pr_lock);
-    if (persist &&
-        meta_write_peer_bitmap_range (node, p, from, end - from) == -1)
-      r = -1;
-  }
-  return r == -1 ? -2 : 0;
 }
 
 /* After an ACK: wake the writers it completes, then send the writes
@@ -404,12 +89,13 @@ complete_then_flush (struct peer *p, uint64_t gen, bool held,
 }
 
 /* Does this message wait for the applied ACK?  By its type
- * (receipt_ack_allowed), or by its writer's ticket: protocol C, or FUA
+ * (wire_type_receipt_ackable: the rule both sides use), or by its
+ * writer's ticket: protocol C, or FUA
  * (the ring keeps no flags; FUA travels in the ticket as pt_applied). */
 static bool
 needs_applied_ack (const struct inflight *f)
 {
-  return !receipt_ack_allowed (f->if_type, 0) ||
+  return !wire_type_receipt_ackable (f->if_type, 0) ||
          (f->if_ticket != NULL && f->if_ticket->pt_applied);
 }
 
@@ -574,65 +260,6 @@ handle_read_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
   return 0;
 }
 
-/* May p send us this data message?  Never to a primary or a diskless
- * node.  A resync (or the digests of a resync with csums) from any
- * storage peer, Primary or not, as DRBD 9: the connection's replication
- * state and the decision taken at connect say whether it is expected
- * (check_state, apply).  Writes from our primary, or forwarded by a
- * storage node for a diskless one (forward_may_feed_us); reads and
- * OUT_OF_SYNC only from a diskless primary. */
-static bool
-may_feed_us (struct peer *p, unsigned type)
-{
-  struct repl_node *node = p->pr_node;
-
-  switch (type) {
-  case REPL_MSG_RESYNC_START: case REPL_MSG_RESYNC_DATA:
-  case REPL_MSG_RESYNC_DONE: case REPL_MSG_VERIFY_REQ:
-    return node_role (node) != REPL_ROLE_PRIMARY && !node->n_diskless &&
-           !p->pr_peer_diskless;
-  case REPL_MSG_READ_REQ: case REPL_MSG_OUT_OF_SYNC:
-    return p->pr_peer_diskless && forward_may_feed_us (p);
-  default:
-    return forward_may_feed_us (p);
-  }
-}
-
-/* Check a data message before anything is applied. */
-static int
-check_data (struct peer *p, uint64_t gen, const struct repl_hdr *h)
-{
-  struct repl_node *node = p->pr_node;
-  char err[256];
-
-  if (!may_feed_us (p, h->type)) {
-    peer_fail (p, gen, "protocol error: %s from a peer that is not our "
-               "primary%s", wire_type_name (h->type),
-               node_primary_is_diskless_or_none (node)
-               ? " nor a storage node that feeds us" : "");
-    return -1;
-  }
-  if (h->seq != p->pr_expect_seq) {
-    peer_fail (p, gen, "protocol error: %s has sequence number %" PRIu64
-               ", expected %" PRIu64, wire_type_name (h->type), h->seq,
-               p->pr_expect_seq);
-    return -1;
-  }
-  if (wire_check_range (h, node->n_vol.vol_size, p->pr_bitmap.bm_granularity,
-                        err, sizeof err) == -1) {
-    peer_fail (p, gen, "protocol error: %s", err);
-    return -1;
-  }
-  if (h->type == REPL_MSG_RESYNC_START && h->offset > node->n_vol.vol_size) {
-    peer_fail (p, gen, "protocol error: RESYNC_START of %" PRIu64
-               " bytes on a %" PRIu64 "-byte volume", h->offset,
-               node->n_vol.vol_size);
-    return -1;
-  }
-  p->pr_expect_seq++;
-  return 0;
-}
-
 /* May this message arrive in the connection's replication state
  * (common/repl-state.h)?  Resync, bitmap and verify messages only where
  * that exchange runs: anything else is a protocol error, before
@@ -656,6 +283,113 @@ check_state (struct peer *p, uint64_t gen, const struct repl_hdr *h)
   return -1;
 }
 
+/* What the receive loop does with each message after the handshake, by
+ * type: the sequenced ones are applied by the secondary (secondary.c,
+ * forward.c, verify.c) and acknowledged by the batch's ACK; the others
+ * are handled as they arrive.  Each returns 0, or < 0 once the
+ * connection has failed (sequenced: -2 if our disk failed). */
+typedef int rx_handler (struct peer *p, uint64_t gen, const struct rx_msg *m);
+
+static int
+on_nothing (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  (void) p; (void) gen; (void) m;
+  return 0;                     /* PING, PONG: the arrival is the point */
+}
+
+static int
+on_state (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  return role_handle_state (p, gen, m->m_hdr);
+}
+
+static int
+on_goodbye (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  (void) gen; (void) m;
+  pthread_mutex_lock (&p->pr_lock);
+  p->pr_peer_goodbye = true;
+  pthread_mutex_unlock (&p->pr_lock);
+  return 0;
+}
+
+static int
+on_verify_req (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  return verify_handle_request (p, gen, m->m_hdr);
+}
+
+static int
+on_verify_reply (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  return verify_handle_reply (p, gen, m->m_hdr, m->m_payload);
+}
+
+static int
+on_away (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  return forward_handle_away (p, gen, m->m_hdr, m->m_payload);
+}
+
+static int
+on_out_of_sync (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  return forward_handle_out_of_sync (p, gen, m->m_hdr, m->m_payload);
+}
+
+static int
+on_read_req (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  return forward_handle_read (p, gen, m->m_hdr);
+}
+
+static int
+on_read_reply (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  return handle_read_reply (p, gen, m->m_hdr, m->m_payload);
+}
+
+static int
+on_sync (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  return sync_handle (p, gen, m->m_hdr, m->m_payload);
+}
+
+static int
+on_ack (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  const struct repl_hdr *h = m->m_hdr;
+
+  return handle_ack (p, gen, h->seq, h->type == REPL_MSG_NACK,
+                     h->flags & REPL_FLAG_RECEIVED);
+}
+
+static rx_handler *const rx_handlers[REPL_MSG_TYPE_MAX + 1] = {
+  [REPL_MSG_PING] = on_nothing,
+  [REPL_MSG_PONG] = on_nothing,
+  [REPL_MSG_STATE] = on_state,
+  [REPL_MSG_GOODBYE] = on_goodbye,
+  [REPL_MSG_UUIDS] = on_sync,
+  [REPL_MSG_BITMAP] = on_sync,
+  [REPL_MSG_BITMAP_DONE] = on_sync,
+  [REPL_MSG_ACK] = on_ack,
+  [REPL_MSG_NACK] = on_ack,
+  [REPL_MSG_WRITE] = secondary_apply_io,
+  [REPL_MSG_TRIM] = secondary_apply_io,
+  [REPL_MSG_ZERO] = secondary_apply_io,
+  [REPL_MSG_FLUSH] = secondary_apply_io,
+  [REPL_MSG_RESYNC_START] = secondary_apply_resync_start,
+  [REPL_MSG_RESYNC_DATA] = secondary_apply_resync_data,
+  [REPL_MSG_RESYNC_DONE] = secondary_apply_resync_done,
+  [REPL_MSG_VERIFY_REQ] = on_verify_req,
+  [REPL_MSG_VERIFY_REPLY] = on_verify_reply,
+  [REPL_MSG_AWAY] = on_away,
+  [REPL_MSG_OUT_OF_SYNC] = on_out_of_sync,
+  [REPL_MSG_READ_REQ] = on_read_req,
+  [REPL_MSG_READ_REPLY] = on_read_reply,
+  /* HELLO, HELLO_STATE, AUTH_*: the handshake's, never here. */
+};
+
 /* Handle the complete messages in buf[0..len); return the bytes used,
  * or -1 if the connection has failed. */
 static ssize_t
@@ -666,6 +400,8 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
   uint64_t received = 0;
   size_t pos = 0;
   struct repl_hdr h;
+  struct rx_msg m;
+  rx_handler *fn;
   char err[256];
 
   /* Protocol B acknowledges on receipt: ack the leading messages of the
@@ -674,7 +410,7 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
     for (pos = 0; len - pos >= REPL_HDR_SIZE; pos += REPL_HDR_SIZE + h.length) {
       if (wire_decode_hdr (buf + pos, &h, err, sizeof err) == -1 ||
           len - pos - REPL_HDR_SIZE < h.length ||
-          !receipt_ack_allowed (h.type, h.flags) ||
+          !wire_type_receipt_ackable (h.type, h.flags) ||
           h.seq != p->pr_expect_seq + (received))
         break;
       received++;
@@ -706,12 +442,20 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
           (h.type == REPL_MSG_WRITE || h.type == REPL_MSG_RESYNC_DATA)))
       break;
 
-    if (is_data (h.type)) {
+    m = (struct rx_msg) { .m_hdr = &h, .m_payload = buf + pos + REPL_HDR_SIZE,
+                          .m_have = have, .m_rx = rx };
+    fn = rx_handlers[h.type];   /* the header is checked: h.type is known */
+    if (fn == NULL) {
+      peer_fail (p, gen, "protocol error: unexpected %s",
+                 wire_type_name (h.type));
+      return -1;
+    }
+    if (wire_type_sequenced (h.type)) {
       int r;
 
-      if (check_data (p, gen, &h) == -1)
+      if (secondary_check (p, gen, &h) == -1)
         return -1;
-      r = apply (p, gen, rx, &h, buf + pos + REPL_HDR_SIZE, have);
+      r = fn (p, gen, &m);
       if (r == -1)
         return -1;
       if (r == -2) {
@@ -729,50 +473,8 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
         break;
       }
     }
-    else {
-      switch (h.type) {
-      case REPL_MSG_PING:
-      case REPL_MSG_PONG:
-        break;
-      case REPL_MSG_STATE:
-        if (role_handle_state (p, gen, &h) == -1)
-          return -1;
-        break;
-      case REPL_MSG_GOODBYE:
-        pthread_mutex_lock (&p->pr_lock);
-        p->pr_peer_goodbye = true;
-        pthread_mutex_unlock (&p->pr_lock);
-        break;
-      case REPL_MSG_VERIFY_REPLY:
-        if (verify_handle_reply (p, gen, &h, buf + pos + REPL_HDR_SIZE) == -1)
-          return -1;
-        break;
-      case REPL_MSG_AWAY:
-        if (forward_handle_away (p, gen, &h, buf + pos + REPL_HDR_SIZE) < 0)
-          return -1;
-        break;
-      case REPL_MSG_READ_REPLY:
-        if (handle_read_reply (p, gen, &h, buf + pos + REPL_HDR_SIZE) == -1)
-          return -1;
-        break;
-      case REPL_MSG_UUIDS:
-      case REPL_MSG_BITMAP:
-      case REPL_MSG_BITMAP_DONE:
-        if (sync_handle (p, gen, &h, buf + pos + REPL_HDR_SIZE) == -1)
-          return -1;
-        break;
-      case REPL_MSG_ACK:
-      case REPL_MSG_NACK:
-        if (handle_ack (p, gen, h.seq, h.type == REPL_MSG_NACK,
-                        h.flags & REPL_FLAG_RECEIVED) == -1)
-          return -1;
-        break;
-      default:
-        peer_fail (p, gen, "protocol error: unexpected %s",
-                   wire_type_name (h.type));
-        return -1;
-      }
-    }
+    else if (fn (p, gen, &m) < 0)
+      return -1;
     pos += REPL_HDR_SIZE + h.length;
   }
 

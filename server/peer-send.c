@@ -51,15 +51,6 @@ out_msg_init (struct out_msg *om, enum repl_msg_type type, uint16_t flags,
   om->om_done = false;
 }
 
-/* A client write, trim or zero: what a peer that misses it must get
- * back by resync. */
-static bool
-changes_data (unsigned type)
-{
-  return type == REPL_MSG_WRITE || type == REPL_MSG_TRIM ||
-         type == REPL_MSG_ZERO;
-}
-
 /* Write all iovecs, coping with short writes. */
 static int
 send_all (int fd, struct iovec *iov, int niov)
@@ -328,9 +319,7 @@ static bool
 hold_for_answer (const struct peer *p, unsigned type, uint32_t count,
                  bool on_send, const struct peer_ticket *t)
 {
-  return p->pr_node->n_cfg.cf_cork &&
-         (type == REPL_MSG_WRITE || type == REPL_MSG_TRIM ||
-          type == REPL_MSG_ZERO) &&
+  return p->pr_node->n_cfg.cf_cork && wire_type_changes_data (type) &&
          !on_send && t != NULL && count <= CORK_MAX_BYTES &&
          p->pr_sent_seq > p->pr_acked_seq && p->pr_qlen < CORK_MAX_MSGS;
 }
@@ -358,7 +347,7 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
     pthread_cond_wait (&p->pr_cond, &p->pr_lock);
 
   if (p->pr_state != CONN_CONNECTED || p->pr_gen != gen) {
-    if (changes_data (type) && !p->pr_node->n_diskless)
+    if (wire_type_changes_data (type) && !p->pr_node->n_diskless)
       bitmap_set_range (&p->pr_bitmap, offset, count);
     return 0;
   }
@@ -492,7 +481,7 @@ peer_teardown_locked (struct peer *p)
   while (p->pr_ring_count > 0) {
     struct inflight *f = &p->pr_ring[p->pr_ring_head];
 
-    if (changes_data (f->if_type))
+    if (wire_type_changes_data (f->if_type))
       bitmap_set_range (&p->pr_bitmap, f->if_offset, f->if_count);
     if (f->if_waiter)
       waiter_complete (f->if_waiter);

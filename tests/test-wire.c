@@ -1102,6 +1102,58 @@ START_TEST (test_hello_state_fuzz)
 }
 END_TEST
 
+/* The message table's properties, as wire.h documents them, written out
+ * again here. */
+START_TEST (test_type_properties)
+{
+  static const unsigned sequenced[] = {
+    REPL_MSG_WRITE, REPL_MSG_TRIM, REPL_MSG_ZERO, REPL_MSG_FLUSH,
+    REPL_MSG_RESYNC_START, REPL_MSG_RESYNC_DATA, REPL_MSG_RESYNC_DONE,
+    REPL_MSG_VERIFY_REQ, REPL_MSG_OUT_OF_SYNC, REPL_MSG_READ_REQ,
+  };
+  static const unsigned handshake[] = {
+    REPL_MSG_HELLO, REPL_MSG_AUTH_CHALLENGE, REPL_MSG_AUTH_RESPONSE,
+    REPL_MSG_HELLO_STATE,
+  };
+  unsigned t;
+  size_t i;
+
+  for (t = 0; t <= REPL_MSG_TYPE_MAX + 1; t++) {
+    bool seq = false, hs = false;
+    bool changes = t == REPL_MSG_WRITE || t == REPL_MSG_TRIM ||
+                   t == REPL_MSG_ZERO;
+    bool ackable;
+
+    for (i = 0; i < sizeof sequenced / sizeof sequenced[0]; i++)
+      seq |= sequenced[i] == t;
+    for (i = 0; i < sizeof handshake / sizeof handshake[0]; i++)
+      hs |= handshake[i] == t;
+    ackable = seq && t != REPL_MSG_FLUSH && t != REPL_MSG_READ_REQ &&
+              t != REPL_MSG_VERIFY_REQ && t != REPL_MSG_OUT_OF_SYNC;
+    ck_assert_msg (wire_type_sequenced (t) == seq, "type %u sequenced", t);
+    ck_assert_msg (wire_type_changes_data (t) == changes,
+                   "type %u changes data", t);
+    ck_assert_msg (wire_type_receipt_ackable (t, 0) == ackable,
+                   "type %u receipt-ackable", t);
+    ck_assert_msg (!wire_type_receipt_ackable (t, REPL_FLAG_FUA),
+                   "type %u receipt-ackable with FUA", t);
+    if (hs || t == 0 || t > REPL_MSG_TYPE_MAX)
+      ck_assert_msg (wire_type_states (t) == 0, "type %u states", t);
+    else
+      ck_assert_msg (wire_type_states (t) != 0, "type %u states", t);
+  }
+  /* Sent by the driving side, answered by the other. */
+  ck_assert (wire_type_from_driver (REPL_MSG_WRITE));
+  ck_assert (wire_type_from_driver (REPL_MSG_RESYNC_DATA));
+  ck_assert (wire_type_from_driver (REPL_MSG_READ_REQ));
+  ck_assert (!wire_type_from_driver (REPL_MSG_ACK));
+  ck_assert (!wire_type_from_driver (REPL_MSG_BITMAP));
+  ck_assert (!wire_type_from_driver (REPL_MSG_VERIFY_REPLY));
+  ck_assert (!wire_type_from_driver (REPL_MSG_READ_REPLY));
+  ck_assert (!wire_type_from_driver (REPL_MSG_PING));
+}
+END_TEST
+
 static Suite *
 wire_suite (void)
 {
@@ -1111,6 +1163,7 @@ wire_suite (void)
   tc = tcase_create ("header");
   tcase_set_timeout (tc, 30);
   tcase_add_test (tc, test_type_names);
+  tcase_add_test (tc, test_type_properties);
   tcase_add_test (tc, test_hdr_layout);
   tcase_add_test (tc, test_hdr_round_trip);
   tcase_add_test (tc, test_hdr_extremes);

@@ -135,21 +135,6 @@ struct conn {
   struct bitmap bm;
 };
 
-static bool
-is_data (unsigned type)
-{
-  switch (type) {
-  case REPL_MSG_WRITE: case REPL_MSG_TRIM: case REPL_MSG_ZERO:
-  case REPL_MSG_FLUSH: case REPL_MSG_RESYNC_START:
-  case REPL_MSG_RESYNC_DATA: case REPL_MSG_RESYNC_DONE:
-  case REPL_MSG_VERIFY_REQ: case REPL_MSG_READ_REQ:
-  case REPL_MSG_OUT_OF_SYNC:
-    return true;
-  default:
-    return false;
-  }
-}
-
 /* peer-receive.c check_data and apply.  false: the connection ends. */
 static bool
 data_message (struct conn *c, const struct repl_hdr *h,
@@ -259,7 +244,7 @@ message (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
 {
   char err[256];
 
-  if (is_data (h->type))
+  if (wire_type_sequenced (h->type))
     return data_message (c, h, payload);
 
   switch (h->type) {

@@ -1,0 +1,383 @@
+/* nbdrepl: the secondary's side of a connection — applying the
+ * sequenced messages of a primary or a sync source.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * The receive loop (peer-receive.c) checks each sequenced message
+ * (secondary_check: who may send it, its sequence number and range) and
+ * hands it to one of the functions here, by type; they apply it to the
+ * local disk in arrival order, which is the sender's order, so that
+ * overlapping writes land in the same order everywhere.  The batch's
+ * cumulative ACK follows (or a NACK if our disk failed).
+ *
+ * Each returns 0, -1 if the connection failed (reported), or -2 if the
+ * local disk failed (the caller NACKs).  Only m_have bytes of a WRITE or
+ * RESYNC_DATA payload may have arrived yet; the rest is spliced from the
+ * socket.
+ */
+#include <config.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "byte-order.h"
+#include "crc32c.h"
+#include "internal.h"
+#include "log.h"
+
+/* Secondary: the payload of a large WRITE or RESYNC_DATA has partly
+ * arrived (have bytes at payload).  Write that part, then move the rest
+ * from the socket to the disk through a pipe with splice, so the bulk of
+ * the data never passes through user space: one copy on the secondary
+ * (into the page cache) instead of two.  Returns 0, -1 if the connection
+ * failed (already reported), or -2 if the disk failed. */
+static int
+write_spliced (struct peer *p, uint64_t gen, struct rx *rx,
+               const struct repl_hdr *h, const uint8_t *payload,
+               uint32_t have)
+{
+  struct volume *vol = &p->pr_node->n_vol;
+  uint64_t offset = h->offset + have;
+  uint32_t left = h->count - have;
+
+  if (have > 0 && volume_pwrite (vol, payload, have, h->offset) == -1)
+    return -2;
+  while (left > 0) {
+    size_t want = left < rx->rx_pipe_size ? left : rx->rx_pipe_size;
+    ssize_t r = splice (rx->rx_fd, NULL, rx->rx_pipe[1], NULL, want,
+                        SPLICE_F_MOVE);
+
+    if (r == -1 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      if (r == 0)
+        peer_fail (p, gen, "connection closed by peer in the middle of "
+                   "a %s message", wire_type_name (h->type));
+      else
+        peer_fail (p, gen, "recv (splice): %m");
+      return -1;
+    }
+    p->pr_last_recv_ns = now_ns ();
+    if (volume_splice_in (vol, rx->rx_pipe[0], r, offset) == -1)
+      return -2;
+    offset += r;
+    left -= r;
+  }
+  return 0;
+}
+
+/* data-integrity: crc32c: the data must match its digest before it
+ * goes anywhere.  A mismatch ends the connection; the sender then marks
+ * the range out of sync and resyncs it.  Returns 0 or -1. */
+static int
+check_digest (struct peer *p, uint64_t gen, const struct repl_hdr *h,
+              const uint8_t *payload)
+{
+  uint32_t want;
+
+  if (!(h->flags & REPL_FLAG_DIGEST))
+    return 0;
+  want = get_be32 (payload + h->count);
+  if (crc32c (0, payload, h->count) == want)
+    return 0;
+  peer_fail (p, gen, "data-integrity: crc32c mismatch in %s of %" PRIu32
+             " bytes at offset %" PRIu64 " (sequence %" PRIu64 "): "
+             "corrupted in transit; dropped", wire_type_name (h->type),
+             h->count, h->offset, h->seq);
+  return -1;
+}
+
+/* The data of a WRITE or RESYNC_DATA onto the disk: all zeroes (flag
+ * ZEROES), spliced from the socket (the payload has partly arrived),
+ * or written from the buffer.  0, -1 (connection) or -2 (disk). */
+static int
+write_data (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  const struct repl_hdr *h = m->m_hdr;
+  struct volume *vol = &p->pr_node->n_vol;
+
+  if (h->flags & REPL_FLAG_ZEROES)
+    return volume_zero (vol, h->count, h->offset, false) == -1 ? -2 : 0;
+  if (m->m_have < h->count)
+    return write_spliced (p, gen, m->m_rx, h, m->m_payload, m->m_have);
+  return volume_pwrite (vol, m->m_payload, h->count, h->offset) == -1
+         ? -2 : 0;
+}
+
+/* WRITE, TRIM, ZERO, FLUSH from our primary.  A secondary keeps an
+ * activity log too: after its own crash, what it had acknowledged but
+ * not yet flushed is resynced from the primary (the extents travel in
+ * its bitmap at the next connect).  A diskless primary's write that
+ * some storage nodes do not get from it is forwarded to those we reach
+ * (forward.c), ordered with any resync we send them by our interval
+ * lock. */
+int
+secondary_apply_io (struct peer *p, uint64_t gen, const struct rx_msg *m)
+{
+  const struct repl_hdr *h = m->m_hdr;
+  const uint8_t *payload = m->m_payload;
+  struct repl_node *node = p->pr_node;
+  struct volume *vol = &node->n_vol;
+  struct out_msg fwd_msgs[REPL_MAX_NODES];
+  struct ilock_range range;
+  struct waiter fwd;
+  bool forwarding = p->pr_away_mask != 0;
+  bool data = h->type != REPL_MSG_FLUSH;
+  int r = 0;
+
+  if (check_digest (p, gen, h, payload) == -1)
+    return -1;
+  if (forwarding && data)
+    ilock_acquire (&node->n_ilock, &range, h->offset, h->count);
+  if (data && meta_al_begin (node, h->offset, h->count) == -1) {
+    if (forwarding)
+      ilock_release (&node->n_ilock, &range);
+    return -2;
+  }
+  switch (h->type) {
+  case REPL_MSG_WRITE:
+    r = write_data (p, gen, m);
+    break;
+  case REPL_MSG_TRIM:
+    r = volume_trim (vol, h->count, h->offset) == -1 ? -2 : 0;
+    break;
+  case REPL_MSG_ZERO:
+    r = volume_zero (vol, h->count, h->offset,
+                     h->flags & REPL_FLAG_MAY_TRIM) == -1 ? -2 : 0;
+    break;
+  case REPL_MSG_FLUSH:
+    break;
+  default:
+    abort ();
+  }
+  if (data)
+    meta_al_end (node, h->offset, h->count);
+  if (r == -1) {
+    if (forwarding)
+      ilock_release (&node->n_ilock, &range);
+    return -1;
+  }
+  if (r == 0 && (h->type == REPL_MSG_FLUSH || (h->flags & REPL_FLAG_FUA)) &&
+      volume_flush (vol) == -1)
+    r = -2;
+  if (forwarding) {
+    /* Only what our own disk took goes on (a failure is NACKed). */
+    waiter_init (&fwd, 0);
+    if (r == 0)
+      forward_submit (p, h, payload, &fwd, fwd_msgs);
+    if (data)
+      ilock_release (&node->n_ilock, &range);
+    waiter_wait (&fwd);         /* acknowledged by where it went */
+    waiter_destroy (&fwd);
+  }
+  return r;
+}
+
+/* RESYNC_DATA from our sync source: the data, and the chunks we no
+ * longer lack, written out now and then, so that a resync interrupted
+ * by our crash resumes instead of restarting. */
+int
+secondary_apply_resync_data (struct peer *p, uint64_t gen,
+                             const struct rx_msg *m)
+{
+  const struct repl_hdr *h = m->m_hdr;
+  struct repl_node *node = p->pr_node;
+  uint64_t now, from = 0, end = h->offset + h->count;
+  bool persist;
+  int r;
+
+  if (check_digest (p, gen, h, m->m_payload) == -1)
+    return -1;
+  if (meta_al_begin (node, h->offset, h->count) == -1)
+    return -2;
+  r = write_data (p, gen, m);
+  meta_al_end (node, h->offset, h->count);
+  if (r != 0)
+    return r;
+  if (!node->n_cfg.cf_al_updates)
+    volume_start_writeback (&node->n_vol, h->count, h->offset); /* flushed
+                                                                   at DONE */
+  now = now_ns ();
+  pthread_mutex_lock (&p->pr_lock);
+  p->pr_resync_done += h->count;
+  bitmap_clear_range (&p->pr_bitmap, h->offset, h->count);
+  if (p->pr_bitmap_persist_from > h->offset)  /* a new pass */
+    p->pr_bitmap_persist_from = h->offset;
+  persist = now - p->pr_bitmap_persist_ns >= RESYNC_PERSIST_NS ||
+            end - p->pr_bitmap_persist_from >= RESYNC_PERSIST_BYTES;
+  if (persist) {
+    from = p->pr_bitmap_persist_from;
+    p->pr_bitmap_persist_ns = now;
+    p->pr_bitmap_persist_from = end;
+  }
+  pthread_mutex_unlock (&p->pr_lock);
+  if (persist &&
+      meta_write_peer_bitmap_range (node, p, from, end - from) == -1)
+    return -2;
+  return 0;
+}
+
+/* RESYNC_START: a peer starts resyncing us (offset: the bytes it will
+ * send). */
+int
+secondary_apply_resync_start (struct peer *p, uint64_t gen,
+                              const struct rx_msg *m)
+{
+  const struct repl_hdr *h = m->m_hdr;
+  struct repl_node *node = p->pr_node;
+  const char *name = p->pr_cfg->nc_name;
+  int d;
+
+  pthread_mutex_lock (&p->pr_lock);
+  d = p->pr_decision;
+  pthread_mutex_unlock (&p->pr_lock);
+  /* Both sides took the same decision at connect: a peer that is to
+   * be resynced by us does not resync us. */
+  if (d < 0 || uuid_decision_is_source (d)) {
+    peer_fail (p, gen, "protocol error: RESYNC_START, but the decision "
+               "at connect was %s", d < 0 ? "not taken"
+               : uuid_decision_name (d));
+    return -1;
+  }
+  if (!sync_claim_source (p, p->pr_role == REPL_ROLE_PRIMARY)) {
+    peer_fail (p, gen, "RESYNC_START while another peer resyncs this "
+               "node; reconnecting");
+    return -1;
+  }
+  pthread_mutex_lock (&p->pr_lock);
+  p->pr_resync_total = h->offset;
+  p->pr_resync_done = 0;
+  peer_set_repl_locked (p, REPL_SYNC_TARGET);
+  p->pr_resync_start_ns = now_ns ();
+  p->pr_bitmap_persist_ns = p->pr_resync_start_ns;
+  p->pr_bitmap_persist_from = 0;
+  pthread_mutex_unlock (&p->pr_lock);
+  if (h->offset > 0) {
+    /* Not Consistent until the end (an interrupted resync leaves a
+     * disk that is not); a fresh disk takes the source's generation. */
+    handler_run (node, REPL_HANDLER_BEFORE_RESYNC_TARGET, p);
+    if (gen_resync_start_target (node, p, &p->pr_peer_uuids) == -1)
+      return -2;
+    node_set_disk (node, REPL_DISK_INCONSISTENT);
+    log_info ("peer %s: resync started, %" PRIu64 " bytes to receive",
+              name, h->offset);
+    /* A diskless primary stops reading from us, and writes to us
+     * through the source, which orders them with its resync data. */
+    {
+      size_t i;
+      for (i = 0; i < node->n_npeers; i++)
+        if (node->n_peers[i]->pr_cfg->nc_diskless)
+          role_tell_state (node->n_peers[i]);
+    }
+  }
+  return 0;
+}
+
+/* RESYNC_DONE: from now on we hold the source's generation and lack
+ * nothing of it. */
+int
+secondary_apply_resync_done (struct peer *p, uint64_t gen,
+                             const struct rx_msg *m)
+{
+  struct repl_node *node = p->pr_node;
+  struct volume *vol = &node->n_vol;
+  const char *name = p->pr_cfg->nc_name;
+
+  /* From now on we hold the primary's generation and lack nothing of
+   * it.  The resync's writes need not be on the disk yet: each went
+   * through our activity log, and an extent only leaves the log once
+   * its data is flushed, so after a crash of this machine whatever may
+   * not have reached the disk is resynced again (meta.c).  Without an
+   * activity log (al-updates: false) we flush first. */
+  if ((!node->n_cfg.cf_al_updates && volume_flush (vol) == -1) ||
+      gen_resync_finished_target (node, p, &p->pr_peer_uuids) == -1)
+    return -2;
+  pthread_mutex_lock (&p->pr_lock);
+  bitmap_clear_all (&p->pr_bitmap);
+  pthread_mutex_unlock (&p->pr_lock);
+  if (meta_write_peer_bitmap (node, p) == -1)
+    return -2;
+  handler_run (node, REPL_HANDLER_AFTER_RESYNC_TARGET, p);
+  pthread_mutex_lock (&p->pr_lock);
+  peer_set_repl_locked (p, REPL_ESTABLISHED);
+  pthread_mutex_unlock (&p->pr_lock);
+  node_set_disk (node, REPL_DISK_UPTODATE);
+  /* The source, and a diskless primary, learn our new generation
+   * (and the diskless node that we are UpToDate again). */
+  {
+    size_t i;
+    for (i = 0; i < node->n_npeers; i++) {
+      struct peer *q = node->n_peers[i];
+      if (q == p || q->pr_cfg->nc_diskless)
+        sync_send_uuids (q);
+      if (q->pr_cfg->nc_diskless)
+        role_tell_state (q);
+    }
+  }
+  log_info ("peer %s: resync finished, %s", name,
+            disk_state_name (REPL_DISK_UPTODATE));
+  sync_release_source (p, "finished");
+  return 0;
+}
+
+/* May p send us this data message?  Never to a primary or a diskless
+ * node.  A resync (or the digests of a resync with csums) from any
+ * storage peer, Primary or not, as DRBD 9: the connection's replication
+ * state and the decision taken at connect say whether it is expected
+ * (check_state in peer-receive.c, secondary_apply_resync_start).  Writes from our primary, or forwarded by a
+ * storage node for a diskless one (forward_may_feed_us); reads and
+ * OUT_OF_SYNC only from a diskless primary. */
+static bool
+may_feed_us (struct peer *p, unsigned type)
+{
+  struct repl_node *node = p->pr_node;
+
+  switch (type) {
+  case REPL_MSG_RESYNC_START: case REPL_MSG_RESYNC_DATA:
+  case REPL_MSG_RESYNC_DONE: case REPL_MSG_VERIFY_REQ:
+    return node_role (node) != REPL_ROLE_PRIMARY && !node->n_diskless &&
+           !p->pr_peer_diskless;
+  case REPL_MSG_READ_REQ: case REPL_MSG_OUT_OF_SYNC:
+    return p->pr_peer_diskless && forward_may_feed_us (p);
+  default:
+    return forward_may_feed_us (p);
+  }
+}
+
+/* Check a data message before anything is applied. */
+int
+secondary_check (struct peer *p, uint64_t gen, const struct repl_hdr *h)
+{
+  struct repl_node *node = p->pr_node;
+  char err[256];
+
+  if (!may_feed_us (p, h->type)) {
+    peer_fail (p, gen, "protocol error: %s from a peer that is not our "
+               "primary%s", wire_type_name (h->type),
+               node_primary_is_diskless_or_none (node)
+               ? " nor a storage node that feeds us" : "");
+    return -1;
+  }
+  if (h->seq != p->pr_expect_seq) {
+    peer_fail (p, gen, "protocol error: %s has sequence number %" PRIu64
+               ", expected %" PRIu64, wire_type_name (h->type), h->seq,
+               p->pr_expect_seq);
+    return -1;
+  }
+  if (wire_check_range (h, node->n_vol.vol_size, p->pr_bitmap.bm_granularity,
+                        err, sizeof err) == -1) {
+    peer_fail (p, gen, "protocol error: %s", err);
+    return -1;
+  }
+  if (h->type == REPL_MSG_RESYNC_START && h->offset > node->n_vol.vol_size) {
+    peer_fail (p, gen, "protocol error: RESYNC_START of %" PRIu64
+               " bytes on a %" PRIu64 "-byte volume", h->offset,
+               node->n_vol.vol_size);
+    return -1;
+  }
+  p->pr_expect_seq++;
+  return 0;
+}
+
