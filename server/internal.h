@@ -396,6 +396,14 @@ extern int peer_submit_locked (struct peer *p, enum repl_msg_type type,
 extern void peer_teardown_locked (struct peer *p);
 extern int peer_send_wait (struct peer *p, uint64_t gen, struct out_msg *om);
 
+/* peer-window.c */
+extern struct inflight *window_push_locked (struct peer *p, uint64_t seq);
+extern struct inflight *window_find_locked (struct peer *p, uint64_t seq);
+extern int window_ack_locked (struct peer *p, uint64_t gen, uint64_t seq,
+                              bool nack, bool received,
+                              struct waiter **done, size_t *ndone);
+extern void window_fail_all_locked (struct peer *p);
+
 /* peer-receive.c */
 /* One connection's receive state; used by whoever holds pr_rx_busy. */
 struct rx {

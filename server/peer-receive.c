@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 
 #include "byte-order.h"
+#include "cleanup.h"
 #include "internal.h"
 #include "log.h"
 
@@ -88,17 +89,6 @@ complete_then_flush (struct peer *p, uint64_t gen, bool held,
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-/* Does this message wait for the applied ACK?  By its type
- * (wire_type_receipt_ackable: the rule both sides use), or by its
- * writer's ticket: protocol C, or FUA
- * (the ring keeps no flags; FUA travels in the ticket as pt_applied). */
-static bool
-needs_applied_ack (const struct inflight *f)
-{
-  return !wire_type_receipt_ackable (f->if_type, 0) ||
-         (f->if_ticket != NULL && f->if_ticket->pt_applied);
-}
-
 /* Primary: the peer acknowledged everything up to seq: applied, or with
  * `received` (protocol B) only received.  A received message completes
  * its writer but stays in the window until it is applied, so that if
@@ -111,111 +101,14 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
    * queueing new messages never wait behind our wake-ups. */
   static __thread struct waiter *done[PEER_WINDOW];
   size_t ndone = 0;
-  bool wake = false, held;
-  uint64_t first, last;
+  bool held;
 
-  pthread_mutex_lock (&p->pr_lock);
-  /* Once the connection has failed, writers record their ranges in the
-   * bitmap; a late ACK must not clear those bits.  Teardown settles
-   * everything still in the window. */
-  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED) {
-    pthread_mutex_unlock (&p->pr_lock);
-    return -1;
-  }
-  if (p->pr_ring_count == 0) {
-    peer_fail_locked (p, gen, "protocol error: %s %" PRIu64
-                      " with nothing in flight", nack ? "NACK" : "ACK", seq);
-    pthread_mutex_unlock (&p->pr_lock);
-    return -1;
-  }
-  first = p->pr_ring[p->pr_ring_head].if_seq;
-  last = first + p->pr_ring_count - 1;
-  if (seq < first || seq > last) {
-    peer_fail_locked (p, gen, "protocol error: %s %" PRIu64
-                      " outside the window %" PRIu64 "..%" PRIu64,
-                      nack ? "NACK" : "ACK", seq, first, last);
-    pthread_mutex_unlock (&p->pr_lock);
-    return -1;
-  }
-  if (nack) {
-    const struct inflight *f =
-      &p->pr_ring[(p->pr_ring_head + (seq - first)) % PEER_WINDOW];
-    /* Teardown records this and every later message in the bitmap. */
-    peer_fail_locked (p, gen, "%s of %" PRIu32 " bytes at offset %" PRIu64
-                      " failed on the peer's disk",
-                      wire_type_name (f->if_type), f->if_count, f->if_offset);
-    pthread_mutex_unlock (&p->pr_lock);
-    return -1;
-  }
-
-  if (received) {
-    uint64_t k;
-
-    /* The peer acknowledges receipt only of messages that need not be
-     * applied first (handle_batch); a READ_REQ's data, for one, must
-     * still come. */
-    for (k = 0; k <= seq - first; k++) {
-      const struct inflight *f =
-        &p->pr_ring[(p->pr_ring_head + k) % PEER_WINDOW];
-      if (needs_applied_ack (f)) {
-        peer_fail_locked (p, gen, "protocol error: received-ACK %" PRIu64
-                          " covers %s %" PRIu64 ", which must be applied "
-                          "first", seq, wire_type_name (f->if_type),
-                          f->if_seq);
-        pthread_mutex_unlock (&p->pr_lock);
-        return -1;
-      }
-    }
-    if (seq > p->pr_received_seq)
-      p->pr_received_seq = seq;
-    for (k = 0; k <= seq - first; k++) {
-      struct inflight *f = &p->pr_ring[(p->pr_ring_head + k) % PEER_WINDOW];
-      if (f->if_ticket) {
-        f->if_ticket->pt_answered = true;
-        f->if_ticket = NULL;    /* its writer may return now */
-      }
-      if (f->if_waiter) {
-        done[ndone++] = f->if_waiter;
-        f->if_waiter = NULL;
-      }
-    }
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+    if (window_ack_locked (p, gen, seq, nack, received, done, &ndone) == -1)
+      return -1;
     held = p->pr_qhead != NULL;
-    pthread_mutex_unlock (&p->pr_lock);
-    complete_then_flush (p, gen, held, done, ndone);
-    return 0;
   }
-
-  if (p->pr_ring_count == PEER_WINDOW)
-    wake = true;
-  p->pr_acked_seq = seq;
-  while (p->pr_ring_count > 0 &&
-         p->pr_ring[p->pr_ring_head].if_seq <= seq) {
-    struct inflight *f = &p->pr_ring[p->pr_ring_head];
-
-    switch (f->if_type) {
-    case REPL_MSG_RESYNC_DATA:
-      bitmap_clear_range (&p->pr_bitmap, f->if_offset, f->if_count);
-      p->pr_resync_done += f->if_count;
-      break;
-    case REPL_MSG_RESYNC_DONE:
-      p->pr_disk = REPL_DISK_UPTODATE;
-      wake = true;
-      break;
-    }
-    if (f->if_ticket) {
-      f->if_ticket->pt_answered = true;
-      f->if_ticket = NULL;
-    }
-    if (f->if_waiter)
-      done[ndone++] = f->if_waiter;
-    p->pr_ring_bytes -= f->if_bytes;
-    p->pr_ring_head = (p->pr_ring_head + 1) % PEER_WINDOW;
-    p->pr_ring_count--;
-  }
-  if (wake)
-    pthread_cond_broadcast (&p->pr_cond);
-  held = p->pr_qhead != NULL;
-  pthread_mutex_unlock (&p->pr_lock);
   complete_then_flush (p, gen, held, done, ndone);
   return 0;
 }
@@ -227,26 +120,18 @@ static int
 handle_read_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
                    const uint8_t *payload)
 {
-  struct inflight *f = NULL;
-  uint64_t first;
+  struct inflight *f;
 
-  pthread_mutex_lock (&p->pr_lock);
-  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED) {
-    pthread_mutex_unlock (&p->pr_lock);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
     return -1;
-  }
-  if (p->pr_ring_count > 0) {
-    first = p->pr_ring[p->pr_ring_head].if_seq;
-    if (h->seq >= first && h->seq - first < p->pr_ring_count)
-      f = &p->pr_ring[(p->pr_ring_head + (h->seq - first)) % PEER_WINDOW];
-  }
+  f = window_find_locked (p, h->seq);
   if (f == NULL || f->if_type != REPL_MSG_READ_REQ ||
       f->if_read_status == NULL || f->if_count != h->count ||
       f->if_offset != h->offset) {
     peer_fail_locked (p, gen, "protocol error: READ_REPLY %" PRIu64 " of %"
                       PRIu32 " bytes at offset %" PRIu64 " answers no read "
                       "of ours", h->seq, h->count, h->offset);
-    pthread_mutex_unlock (&p->pr_lock);
     return -1;
   }
   if (h->flags & REPL_FLAG_ERROR)
@@ -256,7 +141,6 @@ handle_read_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
     *f->if_read_status = 0;
   }
   f->if_read_status = NULL;
-  pthread_mutex_unlock (&p->pr_lock);
   return 0;
 }
 

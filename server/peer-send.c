@@ -353,9 +353,7 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
   }
 
   seq = p->pr_next_seq++;
-  f = &p->pr_ring[(p->pr_ring_head + p->pr_ring_count) % PEER_WINDOW];
-  p->pr_ring_count++;
-  f->if_seq = seq;
+  f = window_push_locked (p, seq);
   f->if_offset = offset;
   f->if_count = count;
   f->if_type = type;
@@ -478,16 +476,6 @@ peer_teardown_locked (struct peer *p)
   p->pr_qtail = &p->pr_qhead;
   p->pr_qlen = 0;
 
-  while (p->pr_ring_count > 0) {
-    struct inflight *f = &p->pr_ring[p->pr_ring_head];
-
-    if (wire_type_changes_data (f->if_type))
-      bitmap_set_range (&p->pr_bitmap, f->if_offset, f->if_count);
-    if (f->if_waiter)
-      waiter_complete (f->if_waiter);
-    p->pr_ring_head = (p->pr_ring_head + 1) % PEER_WINDOW;
-    p->pr_ring_count--;
-  }
-  p->pr_ring_bytes = 0;
+  window_fail_all_locked (p);
   pthread_cond_broadcast (&p->pr_cond);
 }

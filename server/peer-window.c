@@ -1,0 +1,198 @@
+/* nbdrepl: a connection's in-flight window.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * Every sequenced message sent to a peer stays in the window (pr_ring,
+ * in sequence order) until the peer acknowledges it; this file is the
+ * only one that adds to it, retires from it or empties it, and states
+ * once what each acknowledgement means:
+ *
+ *   ACK seq            every message <= seq is applied on the peer: its
+ *                      writer completes, resync data leaves the bitmap,
+ *                      RESYNC_DONE makes the peer UpToDate;
+ *   ACK seq RECEIVED   (protocol B) every message <= seq has arrived:
+ *                      writers of messages that may be acknowledged on
+ *                      receipt complete, but the messages stay until
+ *                      the plain ACK, so that if the peer dies first
+ *                      their ranges are still marked out of sync;
+ *   NACK seq           message seq failed on the peer's disk: the
+ *                      connection ends;
+ *   connection lost    every message still in the window is released
+ *                      (window_fail_all_locked); client writes among
+ *                      them go into the peer's bitmap, for a resync.
+ *
+ * All under pr_lock.  Waiters are collected, not completed, so that the
+ * caller completes them after dropping the lock.
+ */
+#include <config.h>
+
+#include <assert.h>
+
+#include "internal.h"
+#include "log.h"
+
+/* The slot for the next message, seq; the caller has checked that the
+ * window has room and fills in the rest. */
+struct inflight *
+window_push_locked (struct peer *p, uint64_t seq)
+{
+  struct inflight *f;
+
+  ASSERT_LOCKED (&p->pr_lock);
+  assert (p->pr_ring_count < PEER_WINDOW);
+  f = &p->pr_ring[(p->pr_ring_head + p->pr_ring_count) % PEER_WINDOW];
+  p->pr_ring_count++;
+  f->if_seq = seq;
+  return f;
+}
+
+/* The message with sequence number seq, or NULL if it is not in the
+ * window. */
+struct inflight *
+window_find_locked (struct peer *p, uint64_t seq)
+{
+  uint64_t first;
+
+  ASSERT_LOCKED (&p->pr_lock);
+  if (p->pr_ring_count == 0)
+    return NULL;
+  first = p->pr_ring[p->pr_ring_head].if_seq;
+  if (seq < first || seq - first >= p->pr_ring_count)
+    return NULL;
+  return &p->pr_ring[(p->pr_ring_head + (seq - first)) % PEER_WINDOW];
+}
+
+/* Does this message wait for the applied ACK?  By its type
+ * (wire_type_receipt_ackable: the rule both sides use), or by its
+ * writer's ticket: protocol C, or FUA (the window keeps no flags; FUA
+ * travels in the ticket as pt_applied). */
+static bool
+needs_applied_ack (const struct inflight *f)
+{
+  return !wire_type_receipt_ackable (f->if_type, 0) ||
+         (f->if_ticket != NULL && f->if_ticket->pt_applied);
+}
+
+/* Whoever waits for f has its answer. */
+static void
+answered (struct inflight *f, struct waiter **done, size_t *ndone)
+{
+  if (f->if_ticket) {
+    f->if_ticket->pt_answered = true;
+    f->if_ticket = NULL;        /* its writer may return now */
+  }
+  if (f->if_waiter) {
+    done[(*ndone)++] = f->if_waiter;
+    f->if_waiter = NULL;
+  }
+}
+
+/* The peer's ACK (RECEIVED with received) or NACK of seq, on connection
+ * gen.  The waiters to complete go to done[*ndone...].  Returns 0, or -1
+ * once the connection has failed (a NACK, an ACK outside the window, or
+ * a received-ACK covering a message that must be applied first:
+ * reported). */
+int
+window_ack_locked (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
+                   bool received, struct waiter **done, size_t *ndone)
+{
+  const char *what = nack ? "NACK" : "ACK";
+  bool wake = false;
+  uint64_t first, k;
+  struct inflight *f;
+
+  ASSERT_LOCKED (&p->pr_lock);
+  /* Once the connection has failed, writers record their ranges in the
+   * bitmap; a late ACK must not clear those bits.  Teardown settles
+   * everything still in the window. */
+  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
+    return -1;
+  if (p->pr_ring_count == 0) {
+    peer_fail_locked (p, gen, "protocol error: %s %" PRIu64
+                      " with nothing in flight", what, seq);
+    return -1;
+  }
+  first = p->pr_ring[p->pr_ring_head].if_seq;
+  f = window_find_locked (p, seq);
+  if (f == NULL) {
+    peer_fail_locked (p, gen, "protocol error: %s %" PRIu64
+                      " outside the window %" PRIu64 "..%" PRIu64,
+                      what, seq, first, first + p->pr_ring_count - 1);
+    return -1;
+  }
+  if (nack) {
+    /* Teardown records this and every later message in the bitmap. */
+    peer_fail_locked (p, gen, "%s of %" PRIu32 " bytes at offset %" PRIu64
+                      " failed on the peer's disk",
+                      wire_type_name (f->if_type), f->if_count, f->if_offset);
+    return -1;
+  }
+
+  if (received) {
+    /* The peer acknowledges receipt only of messages that need not be
+     * applied first (secondary: handle_batch); a READ_REQ's data, for
+     * one, must still come. */
+    for (k = 0; k <= seq - first; k++) {
+      f = &p->pr_ring[(p->pr_ring_head + k) % PEER_WINDOW];
+      if (needs_applied_ack (f)) {
+        peer_fail_locked (p, gen, "protocol error: received-ACK %" PRIu64
+                          " covers %s %" PRIu64 ", which must be applied "
+                          "first", seq, wire_type_name (f->if_type),
+                          f->if_seq);
+        return -1;
+      }
+    }
+    if (seq > p->pr_received_seq)
+      p->pr_received_seq = seq;
+    for (k = 0; k <= seq - first; k++)
+      answered (&p->pr_ring[(p->pr_ring_head + k) % PEER_WINDOW], done,
+                ndone);
+    return 0;
+  }
+
+  if (p->pr_ring_count == PEER_WINDOW)
+    wake = true;                /* writers wait for room */
+  p->pr_acked_seq = seq;
+  while (p->pr_ring_count > 0 &&
+         p->pr_ring[p->pr_ring_head].if_seq <= seq) {
+    f = &p->pr_ring[p->pr_ring_head];
+    switch (f->if_type) {
+    case REPL_MSG_RESYNC_DATA:
+      bitmap_clear_range (&p->pr_bitmap, f->if_offset, f->if_count);
+      p->pr_resync_done += f->if_count;
+      break;
+    case REPL_MSG_RESYNC_DONE:
+      p->pr_disk = REPL_DISK_UPTODATE;
+      wake = true;
+      break;
+    }
+    answered (f, done, ndone);
+    p->pr_ring_bytes -= f->if_bytes;
+    p->pr_ring_head = (p->pr_ring_head + 1) % PEER_WINDOW;
+    p->pr_ring_count--;
+  }
+  if (wake)
+    pthread_cond_broadcast (&p->pr_cond);
+  return 0;
+}
+
+/* The connection has failed: release every message in the window.
+ * Client writes the peer may not have applied go into its bitmap, so
+ * that a later resync sends them; their writers complete (and find
+ * their tickets unanswered: write-path.c). */
+void
+window_fail_all_locked (struct peer *p)
+{
+  ASSERT_LOCKED (&p->pr_lock);
+  assert (p->pr_state != CONN_CONNECTED);
+  while (p->pr_ring_count > 0) {
+    struct inflight *f = &p->pr_ring[p->pr_ring_head];
+
+    if (wire_type_changes_data (f->if_type))
+      bitmap_set_range (&p->pr_bitmap, f->if_offset, f->if_count);
+    if (f->if_waiter)
+      waiter_complete (f->if_waiter);
+    p->pr_ring_head = (p->pr_ring_head + 1) % PEER_WINDOW;
+    p->pr_ring_count--;
+  }
+  p->pr_ring_bytes = 0;
+}
