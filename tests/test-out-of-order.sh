@@ -84,18 +84,26 @@ PY
 # they were.
 still_inconsistent ()
 {
-    local st md
+    local st md bad=0
     st=$(status_json node1) || fail "$1: control socket dead"
-    jq -e '.disk == "Inconsistent"' <<<"$st" >/dev/null ||
-        fail "$1: node1 is $(jq -r .disk <<<"$st"), not Inconsistent: $(jq -c '{disk, peers: [.peers[] | {connection, replication, out_of_sync_bytes}]}' <<<"$st")"
+    jq -e '.disk == "Inconsistent"' <<<"$st" >/dev/null || {
+        echo "$test_name: FAIL: $1: node1 is $(jq -r .disk <<<"$st"), not Inconsistent: $(jq -c '{disk, peers: [.peers[] | {connection, replication, out_of_sync_bytes}]}' <<<"$st")" >&2
+        bad=1
+    }
     md=$("$REPLCTL" -c "$CONFIG" -n node1 dump-md) || fail "$1: dump-md failed"
     if grep -E '^flags:.*\bconsistent\b' <<<"$md" >/dev/null; then
-        fail "$1: node1's metadata says consistent: $(grep -E '^(flags|current-uuid):' <<<"$md" | tr '\n' ' ')"
+        echo "$test_name: FAIL: $1: node1's metadata says consistent: $(grep -E '^(flags|current-uuid):' <<<"$md" | tr '\n' ' ')" >&2
+        bad=1
     fi
-    grep -q '^current-uuid: 0x0000000000000004$' <<<"$md" ||
-        fail "$1: node1's metadata took a generation: $(grep '^current-uuid:' <<<"$md")"
-    cmp -s "$(disk node1)" <(head -c 1M /dev/zero) ||
-        fail "$1: node1's disk was written"
+    grep -q '^current-uuid: 0x0000000000000004$' <<<"$md" || {
+        echo "$test_name: FAIL: $1: node1's metadata took a generation: $(grep '^current-uuid:' <<<"$md")" >&2
+        bad=1
+    }
+    cmp -s "$(disk node1)" <(head -c 1M /dev/zero) || {
+        echo "$test_name: FAIL: $1: node1's disk was written" >&2
+        bad=1
+    }
+    return $bad
 }
 
 # expect CASE MESSAGE: on a fresh node1, the case ends in a protocol
@@ -118,7 +126,7 @@ expect ()
         bad=1
     }
     kill -0 "${PID[node1]}" || fail "$case: node1 died"
-    ( still_inconsistent "$case" ) || bad=1
+    still_inconsistent "$case" || bad=1
     if [ $bad -ne 0 ]; then
         failures=$((failures + 1))
         return 0
