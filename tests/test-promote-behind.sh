@@ -25,7 +25,7 @@ PATTERN_AT=$((4 << 20))         # alpha's 8 MiB: [4 MiB, 12 MiB)
 IN_SYNC='[.peers[] | select(.name != "alpha") | .connection == "Connected" and .disk == "UpToDate" and .replication == "Established" and .out_of_sync_bytes == 0] | all'
 
 # config: alpha, beta, gamma (quorum majority, as by default with three
-# nodes), resync held to 32 MiB/s so that a resync shows in status.
+# nodes), resync held to 8 MiB/s so that a resync shows in status.
 config ()
 {
     local n i=0
@@ -41,7 +41,7 @@ config ()
         echo "  timeout: 4"
         echo "  connect-retry-max: 0.5"
         echo "resync:"
-        echo "  resync-rate: 32M"
+        echo "  resync-rate: 8M"
         echo "nodes:"
         for n in alpha beta gamma; do
             echo "  - name: $n"
