@@ -42,18 +42,15 @@ from peerwire import *
 port, case = int(sys.argv[1]), sys.argv[2]
 SIZE = 1 << 20
 
-def handshake(s):
+def fake_handshake(s):
     """The whole handshake, as node 0 (Primary, UpToDate) to node 1, no
-    secret: our HELLO, then the node's.  Protocol version 4 moves the
-    role, disk state, size and UUIDs to a message after authentication:
-    only this function changes then."""
-    s.sendall(hello(0, 1, PRIMARY, UPTODATE, SIZE,
-                    current=0x1234567890abcdef, flags=5))  # Consistent|Primary
-    recv_exact(s, HDR_SIZE + HELLO_SIZE)
+    secret: the HELLOs, then the HELLO_STATEs (peerwire.handshake)."""
+    handshake(s, 0, 1, PRIMARY, UPTODATE, SIZE,
+              current=0x1234567890abcdef, flags=5)  # Consistent|Primary
 
 RESYNC_START, RESYNC_DONE, BITMAP_DONE = 8, 10, 15
 s = socket.create_connection(("127.0.0.1", port), timeout=5)
-handshake(s)
+fake_handshake(s)
 msgs = {
   "done-alone": hdr(RESYNC_DONE, seq=1),
   "data-alone": hdr(RESYNC_DATA, length=4096, count=4096, seq=1, off=8192)
