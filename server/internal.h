@@ -444,6 +444,8 @@ extern void sync_on_connect (struct peer *p, uint64_t gen,
 extern void sync_on_lost (struct peer *p);
 extern void sync_send_uuids (struct peer *p);
 extern bool sync_claim_source (struct peer *p, bool preempt);
+extern int sync_follow_primary (struct peer *p);
+extern int drop_marks_between_secondaries (struct peer *p);
 extern void sync_release_source (struct peer *p, const char *why);
 extern int sync_handle (struct peer *p, uint64_t gen,
                         const struct repl_hdr *h, const uint8_t *payload);
@@ -559,6 +561,7 @@ struct repl_node {
                                    demoted when the last one closes */
   pthread_mutex_t n_lock;       /* guards n_role, n_disk, n_primary_id,
                                    n_start_*, n_sync_source_id, n_quorum,
+                                   n_work,
                                    n_stopping, the n_dl_* fields and a
                                    diskless node's n_vol.vol_size */
   pthread_cond_t n_cond;        /* signalled when stopping */
@@ -570,6 +573,9 @@ struct repl_node {
                                    a connected Primary peer makes this
                                    node Secondary instead (role.c) */
   uint64_t n_start_deadline_ns; /* ... confirmed at the latest then */
+  pthread_t n_worker;           /* node-level work (worker.c) */
+  pthread_cond_t n_work_cond;   /* ... waits here for n_work */
+  unsigned n_work;              /* WORK_* posted, not yet done */
   int n_sync_source_id;         /* the peer that resyncs this node (its
                                    connection is WFBitMapT or
                                    SyncTarget), or -1: one at a time
@@ -606,6 +612,11 @@ struct repl_node {
   atomic_uint_fast64_t n_requests_in_flight;
   atomic_uint_fast64_t n_writes, n_write_bytes, n_reads, n_read_bytes;
 };
+
+/* worker.c */
+#define WORK_ANNOUNCE 0x1       /* STATE to every connected peer */
+extern void worker_post (struct repl_node *node, unsigned work);
+extern void *worker_thread (void *arg);
 
 /* node.c */
 extern const char *role_name (enum repl_role role);

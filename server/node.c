@@ -154,6 +154,7 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   mutex_init (&node->n_md_io_lock);
   mutex_init (&node->n_al_lock);
   cond_init (&node->n_cond);
+  cond_init (&node->n_work_cond);
   cond_init (&node->n_al_cond);
   ilock_init (&node->n_ilock);
   thread_set_init (&node->n_handshakes, MAX_HANDSHAKES);
@@ -263,6 +264,8 @@ engine_start (struct repl_node *node)
     err = pthread_create (&node->n_ticker, NULL, ticker_thread, node);
     if (err == 0) {
       err = pthread_create (&node->n_control, NULL, control_thread, node);
+      if (err == 0)
+        err = pthread_create (&node->n_worker, NULL, worker_thread, node);
       if (err != 0) {
         /* Unwound by engine_destroy via n_started below. */
       }
@@ -310,6 +313,7 @@ engine_destroy (struct repl_node *node)
     pthread_mutex_lock (&node->n_lock);
     node->n_stopping = true;
     pthread_cond_broadcast (&node->n_cond);
+    pthread_cond_signal (&node->n_work_cond);
     pthread_mutex_unlock (&node->n_lock);
     if (write (node->n_stop_fd, &one, sizeof one) != sizeof one)
       log_error ("eventfd write: %m");
@@ -324,6 +328,8 @@ engine_destroy (struct repl_node *node)
       pthread_join (node->n_ticker, NULL);
     if (node->n_control)
       pthread_join (node->n_control, NULL);
+    if (node->n_worker)
+      pthread_join (node->n_worker, NULL);
   }
 
   meta_close (node);
@@ -344,6 +350,7 @@ engine_destroy (struct repl_node *node)
   thread_set_destroy (&node->n_handshakes);
   thread_set_destroy (&node->n_tls_relays);
   pthread_cond_destroy (&node->n_cond);
+  pthread_cond_destroy (&node->n_work_cond);
   pthread_cond_destroy (&node->n_al_cond);
   pthread_mutex_destroy (&node->n_al_lock);
   pthread_mutex_destroy (&node->n_md_io_lock);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "internal.h"
 #include "log.h"
 
@@ -71,6 +72,40 @@ sync_send_uuids (struct peer *p)
   pthread_mutex_unlock (&p->pr_lock);
   out_msg_init (&om, REPL_MSG_UUIDS, 0, 0, 0, 0, buf, sizeof buf);
   peer_send_wait (p, gen, &om);
+}
+
+/* Two UpToDate secondaries of the same storage Primary, in the same
+ * generation, are both the Primary's copy: what either marked for the
+ * other (its activity log after a crash, writes in flight when a
+ * primary was lost) was settled by the Primary's resync of each, and no
+ * resync between them runs while there is a Primary (it would race the
+ * Primary's writes).  Those marks are dropped, so that status shows
+ * what is out of sync, not what once may have been.  Returns 0, or -1
+ * if the bitmap cannot be written. */
+int
+drop_marks_between_secondaries (struct peer *p)
+{
+  struct repl_node *node = p->pr_node;
+  uint64_t marked;
+
+  if (node->n_diskless || p->pr_cfg->nc_diskless ||
+      node_no_storage_primary (node))
+    return 0;
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+    if (node->n_role == REPL_ROLE_PRIMARY || node->n_disk != REPL_DISK_UPTODATE)
+      return 0;
+  }
+  pthread_mutex_lock (&p->pr_lock);
+  marked = bitmap_dirty_bytes (&p->pr_bitmap);
+  bitmap_clear_all (&p->pr_bitmap);
+  pthread_mutex_unlock (&p->pr_lock);
+  if (marked == 0)
+    return 0;
+  log_info ("peer %s: both are in sync with the Primary: dropping the %"
+            PRIu64 " bytes marked out of sync for it", p->pr_cfg->nc_name,
+            marked);
+  return meta_write_peer_bitmap (node, p);
 }
 
 /* This node learnt that a peer has newer data: an UpToDate disk becomes
@@ -160,6 +195,12 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
       log_info ("peer %s: in the same generation, but chunks are marked "
                 "out of sync (%" PRIu64 " here, %" PRIu32 " there): "
                 "resyncing them from here", name, ours, h->uuids.changes);
+  }
+  else if (d == UUID_NO_SYNC && !we_primary && h->role != REPL_ROLE_PRIMARY &&
+           h->disk_state == REPL_DISK_UPTODATE &&
+           drop_marks_between_secondaries (p) == -1) {
+    peer_fail (p, gen, "cannot write metadata");
+    return;
   }
   else if (we_primary) {
     /* No sync by the generations.  Bits in either side's bitmap would
@@ -370,6 +411,36 @@ sync_on_lost (struct peer *p)
   atomic_store (&node->n_gen_pending, true);
 }
 
+/* An in-sync secondary follows its primary p into p's generation (its
+ * current UUID as p last told us); a resync target keeps its own until
+ * the resync ends.  Returns 0, or -1 if the metadata cannot be
+ * written. */
+int
+sync_follow_primary (struct peer *p)
+{
+  struct repl_node *node = p->pr_node;
+  enum repl_disk_state disk;
+  bool follow;
+  uint64_t current;
+
+  if (node->n_diskless || p->pr_peer_diskless)
+    return 0;                   /* no generations on one side */
+  pthread_mutex_lock (&p->pr_lock);
+  follow = p->pr_role == REPL_ROLE_PRIMARY && !peer_resyncing_locked (p);
+  current = p->pr_peer_uuids.gu_current;
+  pthread_mutex_unlock (&p->pr_lock);
+  if (current == 0 || current == UUID_JUST_CREATED)
+    return 0;
+  pthread_mutex_lock (&node->n_lock);
+  disk = node->n_disk;
+  follow = follow && node->n_role != REPL_ROLE_PRIMARY &&
+           disk == REPL_DISK_UPTODATE;
+  pthread_mutex_unlock (&node->n_lock);
+  if (!follow)
+    return 0;
+  return gen_adopt_current (node, p, current);
+}
+
 /* A generation message from the peer.  Returns 0, or -1 once the
  * connection has failed (reported). */
 int
@@ -384,7 +455,6 @@ sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
   case REPL_MSG_UUIDS: {
     struct repl_uuids w;
     struct gen_uuids u;
-    bool resyncing;
 
     if (wire_decode_uuids (payload, h->length, &w, err, sizeof err) == -1) {
       peer_fail (p, gen, "protocol error: %s", err);
@@ -399,18 +469,12 @@ sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
     }
     pthread_mutex_lock (&p->pr_lock);
     p->pr_peer_uuids = u;
-    resyncing = peer_resyncing_locked (p);
     pthread_mutex_unlock (&p->pr_lock);
     if (node->n_diskless) {
       diskless_peer_uuids (node, p);
       return 0;
     }
-    /* An in-sync secondary follows its primary into the new generation;
-     * a resync target keeps its own until the resync ends. */
-    if (p->pr_role == REPL_ROLE_PRIMARY &&
-        node_role (node) != REPL_ROLE_PRIMARY && !resyncing &&
-        node->n_disk == REPL_DISK_UPTODATE &&
-        gen_adopt_current (node, p, u.gu_current) == -1) {
+    if (sync_follow_primary (p) == -1) {
       peer_fail (p, gen, "cannot write metadata");
       return -1;
     }

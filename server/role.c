@@ -225,10 +225,29 @@ role_start_yield (struct repl_node *node, struct peer *p)
   return yielded;
 }
 
+/* Does p, which says it is Primary, hold a newer generation that grew
+ * out of ours: its current UUID new, its newest history UUID our
+ * current one?  (A promotion with a peer away starts a new generation
+ * at once, and the new Primary's UUIDs reach us before its role.) */
+static bool
+newer_primary (struct repl_node *node, struct peer *p)
+{
+  struct gen_uuids ours, theirs;
+
+  gen_view (node, p, &ours);
+  pthread_mutex_lock (&p->pr_lock);
+  theirs = p->pr_peer_uuids;
+  pthread_mutex_unlock (&p->pr_lock);
+  return theirs.gu_current != ours.gu_current &&
+         theirs.gu_history[0] == ours.gu_current;
+}
+
 /* At most one Primary: a peer that says it is Primary (its hello once
  * it has authenticated, or a STATE) is refused while this node is a
  * confirmed Primary, or while another connected peer is Primary (a
- * secondary never follows two primaries).  A node whose role=primary
+ * secondary never follows two primaries, unless the new one holds a
+ * newer generation grown out of ours: then the earlier one is dropped).
+ * A node whose role=primary
  * is not yet confirmed gives way instead (role_start_yield) if the peer
  * has the lower id; else at the end of its wait (role_start_check).
  * Records what the peer said (pr_says_primary).  Returns 0, or -1 with
@@ -259,11 +278,21 @@ role_check_peer_role (struct repl_node *node, struct peer *p, uint32_t role,
   }
   if (primary_id >= 0 && primary_id != (int) p->pr_cfg->nc_id &&
       primary_id != (int) node->n_self->nc_id) {
-    const struct repl_node_cfg *other =
-      config_find_node_id (&node->n_cfg, primary_id);
+    struct peer *q = node_find_peer (node, primary_id);
+    const char *other = q ? q->pr_cfg->nc_name : "?";
+
+    if (q != NULL && newer_primary (node, p)) {
+      /* q has not been heard of for a while (it was frozen, or cut
+       * off), and the others promoted p meanwhile: p is the Primary
+       * now, q one of the past that must not find a follower here. */
+      peer_fail (q, q->pr_gen, "peer %s became Primary in a newer "
+                 "generation; dropping the earlier Primary %s",
+                 p->pr_cfg->nc_name, other);
+      return 0;
+    }
     snprintf (err, errlen, "refusing connection: the peer says it is "
               "Primary, but this node is connected to Primary %s; only "
-              "one node may be primary", other ? other->nc_name : "?");
+              "one node may be primary", other);
     return -1;
   }
   return 0;
@@ -564,5 +593,12 @@ role_handle_state (struct peer *p, uint64_t gen, const struct repl_hdr *h)
   pthread_mutex_unlock (&node->n_lock);
   log_info ("peer %s: now %s, %s", p->pr_cfg->nc_name,
             role_name (h->offset), disk_state_name (h->seq));
+  /* A new Primary's UUIDs came before its role (role_changed), when we
+   * did not follow them yet: an in-sync secondary follows it into its
+   * generation now. */
+  if (h->offset == REPL_ROLE_PRIMARY && sync_follow_primary (p) == -1) {
+    peer_fail (p, gen, "cannot write metadata");
+    return -1;
+  }
   return 0;
 }

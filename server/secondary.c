@@ -319,6 +319,26 @@ secondary_apply_resync_done (struct peer *p, uint64_t gen,
   log_info ("peer %s: resync finished, %s", name,
             disk_state_name (REPL_DISK_UPTODATE));
   sync_release_source (p, "finished");
+  /* A copy of our Primary now, as are its other UpToDate secondaries in
+   * the same generation: what we had marked for them is moot. */
+  if (p->pr_role == REPL_ROLE_PRIMARY) {
+    size_t i;
+
+    for (i = 0; i < node->n_npeers; i++) {
+      struct peer *q = node->n_peers[i];
+      bool same;
+
+      if (q == p)
+        continue;
+      pthread_mutex_lock (&q->pr_lock);
+      same = q->pr_state == CONN_CONNECTED && q->pr_role != REPL_ROLE_PRIMARY &&
+             q->pr_disk == REPL_DISK_UPTODATE &&
+             q->pr_peer_uuids.gu_current == p->pr_peer_uuids.gu_current;
+      pthread_mutex_unlock (&q->pr_lock);
+      if (same && drop_marks_between_secondaries (q) == -1)
+        return -2;
+    }
+  }
   return 0;
 }
 

@@ -60,6 +60,7 @@ node_set_disk (struct repl_node *node, enum repl_disk_state disk)
   }
   log_info ("node %s: disk %s -> %s", node->n_self->nc_name,
             disk_state_name (from), disk_state_name (disk));
+  worker_post (node, WORK_ANNOUNCE);   /* the peers learn it */
 }
 
 /* Change this node's role; n_lock held.  Logged by the caller, which

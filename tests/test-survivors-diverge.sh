@@ -118,11 +118,12 @@ scenario ()
     # Mid-write: the client has no answer yet (gamma's ACK is missing).
     kill -0 "$writer" 2>/dev/null ||
         info "$promote: note: the write completed before alpha was killed: $(cat "$tmpdir/write-$promote.out")"
+    # (Checked before the kill: once the survivors notice that alpha is
+    # gone, which a SIGKILL's closed sockets tell beta at once, they
+    # reconcile, and gamma then gets the block from beta.)
+    block_is gamma w && fail "$promote: gamma has the write: the test would prove nothing"
     kill9_ns alpha
     wait "$writer" 2>/dev/null || true
-    # (Checked now: once the survivors notice that alpha is gone, they
-    # may reconcile, and gamma may then get the block from beta.)
-    block_is gamma w && fail "$promote: gamma has the write: the test would prove nothing"
     # The survivors, connected to each other, see alpha gone.  The route
     # stays until gamma has given alpha up (ping-timeout): the killed
     # process's socket would otherwise still deliver the write to gamma

@@ -1,0 +1,48 @@
+/* nbdrepl: the node's worker thread.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * Node-level work that a receive thread must not do itself, because it
+ * waits on other peers' sockets: a receive thread only receives,
+ * applies and acknowledges.  Work is posted as bits (worker_post) and
+ * coalesced: posting twice before the worker runs does it once.
+ *
+ *   WORK_ANNOUNCE   tell every connected peer our role and disk state
+ *                   (STATE), after the disk state changed
+ */
+#include <config.h>
+
+#include "cleanup.h"
+#include "internal.h"
+#include "log.h"
+
+void
+worker_post (struct repl_node *node, unsigned work)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+  node->n_work |= work;
+  pthread_cond_signal (&node->n_work_cond);
+}
+
+void *
+worker_thread (void *arg)
+{
+  struct repl_node *node = arg;
+
+  for (;;) {
+    unsigned work;
+    size_t i;
+
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+      while (node->n_work == 0 && !node->n_stopping)
+        pthread_cond_wait (&node->n_work_cond, &node->n_lock);
+      if (node->n_stopping)
+        return NULL;
+      work = node->n_work;
+      node->n_work = 0;
+    }
+    if (work & WORK_ANNOUNCE)
+      for (i = 0; i < node->n_npeers; i++)
+        role_tell_state (node->n_peers[i]);
+  }
+}
