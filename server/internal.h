@@ -457,10 +457,11 @@ extern int verify_handle_reply (struct peer *p, uint64_t gen,
                                 const uint8_t *payload);
 extern int verify_handle_request (struct peer *p, uint64_t gen,
                                   const struct repl_hdr *h);
+extern void verify_csum_digest (struct peer *p, unsigned slot,
+                                const uint8_t *buf, uint32_t len);
 extern void verify_csum_submit_locked (struct peer *p, unsigned slot,
-                                       const uint8_t *buf, uint32_t len,
-                                       uint64_t offset, struct waiter *w,
-                                       struct out_msg *om);
+                                       uint32_t len, uint64_t offset,
+                                       struct waiter *w, struct out_msg *om);
 extern int verify_csum_begin (struct peer *p);
 extern void verify_csum_end (struct peer *p);
 extern int engine_verify (struct repl_node *node, char *err, size_t errlen);

@@ -255,7 +255,7 @@ resync_worker (struct resync_pass *rp, unsigned first, unsigned step)
     const unsigned slot = i;
     struct ilock_range range;
     uint64_t offset, len;
-    bool compare, more;
+    bool compare, more, zeroes = false;
 
     i = (i + step) % RESYNC_SLOTS;
     waiter_wait (&s->rs_waiter);        /* the slot's last chunk is done */
@@ -275,15 +275,20 @@ resync_worker (struct resync_pass *rp, unsigned first, unsigned step)
       pthread_mutex_unlock (&rp->rp_lock);
       break;
     }
+    /* The digests or the zero scan before pr_lock, which every client
+     * write to this peer takes. */
+    if (compare)
+      verify_csum_digest (p, slot, s->rs_buf, len);
+    else
+      zeroes = all_zero (s->rs_buf, len);
     pthread_mutex_lock (&p->pr_lock);
     if (compare)
-      verify_csum_submit_locked (p, slot, s->rs_buf, len, offset,
-                                 &s->rs_waiter, &s->rs_msg);
+      verify_csum_submit_locked (p, slot, len, offset, &s->rs_waiter,
+                                 &s->rs_msg);
     else
       peer_submit_locked (p, REPL_MSG_RESYNC_DATA,
-                          all_zero (s->rs_buf, len) ? REPL_FLAG_ZEROES : 0,
-                          s->rs_buf, len, offset,
-                          &s->rs_waiter, false, &s->rs_msg, NULL);
+                          zeroes ? REPL_FLAG_ZEROES : 0, s->rs_buf, len,
+                          offset, &s->rs_waiter, false, &s->rs_msg, NULL);
     pthread_mutex_unlock (&p->pr_lock);
     ilock_release (&node->n_ilock, &range);
   }

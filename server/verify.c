@@ -170,15 +170,14 @@ verify_run (struct peer *p, uint64_t gen)
     log_error ("peer %s: verify interrupted", p->pr_cfg->nc_name);
 }
 
-/* Resync with csums: ask the peer for its digests of [offset, offset+len)
- * (our data for it is in buf, read under the interval lock the caller
- * holds), in resync slot `slot`.  pr_lock held. */
+/* Resync with csums: our digests of the len bytes in buf (read under the
+ * interval lock the caller holds), into resync slot `slot`'s digests.
+ * Without pr_lock: SHA-256 of up to a megabyte; the slot is this
+ * caller's until its request is answered (verify_csum_submit_locked). */
 void
-verify_csum_submit_locked (struct peer *p, unsigned slot, const uint8_t *buf,
-                           uint32_t len, uint64_t offset, struct waiter *w,
-                           struct out_msg *om)
+verify_csum_digest (struct peer *p, unsigned slot, const uint8_t *buf,
+                    uint32_t len)
 {
-  ASSERT_LOCKED (&p->pr_lock);
   uint8_t *digests = p->pr_verify_digests +
     (size_t) slot * (VERIFY_MAX_BYTES / 512) * DIGEST_SIZE;
 
@@ -186,6 +185,17 @@ verify_csum_submit_locked (struct peer *p, unsigned slot, const uint8_t *buf,
   if (digest_chunks (buf, len, p->pr_bitmap.bm_granularity, digests) == -1)
     memset (digests, 0xff, (size_t) nchunks (len, p->pr_bitmap.bm_granularity)
                            * DIGEST_SIZE);      /* cannot match: data goes */
+}
+
+/* ... then ask the peer for its digests of [offset, offset+len), in
+ * slot `slot`.  pr_lock held. */
+void
+verify_csum_submit_locked (struct peer *p, unsigned slot, uint32_t len,
+                           uint64_t offset, struct waiter *w,
+                           struct out_msg *om)
+{
+  ASSERT_LOCKED (&p->pr_lock);
+  assert (slot < VERIFY_SLOTS && len <= VERIFY_MAX_BYTES);
   p->pr_verify_slot_offset[slot] = offset;
   p->pr_verify_slot_count[slot] = len;
   bitmap_set_range (p->pr_csum_done, offset, len);
