@@ -2,16 +2,19 @@
  * decision at connect, and the changes a node's life makes to them.
  * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
  *
- * The rules themselves are in common/uuid-compare.[ch]; the UUIDs live
- * in the metadata superblock (common/metadata.h): one current UUID and
- * history for the node, one bitmap UUID per peer slot.  A struct
- * gen_uuids is the view of one peer: the shared current UUID, history
- * and flags, plus the bitmap UUID we hold for that peer.
+ * The rules themselves are in common/uuid-compare.[ch] (comparing two
+ * nodes' UUIDs) and common/decide.c (what a connection does with the
+ * comparison, split-brain policies included); the UUIDs live in the
+ * metadata superblock (common/metadata.h): one current UUID and history
+ * for the node, one bitmap UUID per peer slot.  A struct gen_uuids is
+ * the view of one peer: the shared current UUID, history and flags,
+ * plus the bitmap UUID we hold for that peer.
  *
- * Roles are still static (role=primary at start), so a decision that
- * would make the primary a sync target, or make a secondary the source
- * of the primary, is refused with a clear message rather than acted on.
- * Between two secondaries nothing is resynced: the primary resyncs each.
+ * A decision that would make a primary a sync target, or a secondary
+ * the source of a primary, is refused with a clear message.  Between two
+ * secondaries the one with the newer data resyncs the other when no
+ * storage node is Primary (peer-sync.c); a Primary resyncs each of its
+ * secondaries itself.
  */
 #include <config.h>
 
@@ -21,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decide.h"
 #include "internal.h"
 #include "log.h"
 
@@ -109,87 +113,28 @@ gen_from_wire (const struct repl_uuids *w, struct gen_uuids *u)
   u->gu_flags = w->flags;
 }
 
-/* A split brain with peer p: does the configured policy say who loses?
- * Returns 1 if this node discards its data, 2 if the peer does, 0 if
- * nobody (disconnect).  Both nodes come to the same answer: they see the
- * same roles and the same two change counts. */
-static int
-split_brain_loser (struct repl_node *node, struct peer *p,
-                   const struct repl_hello *h, uint64_t *ours,
-                   uint64_t *theirs)
-{
-  bool we_primary = node_role (node) == REPL_ROLE_PRIMARY;
-  bool peer_primary = h->role == REPL_ROLE_PRIMARY;
-  enum repl_sb_policy policy;
-  bool we_lose;
-
-  pthread_mutex_lock (&p->pr_lock);
-  *ours = bitmap_count (&p->pr_bitmap);
-  pthread_mutex_unlock (&p->pr_lock);
-  *theirs = h->uuids.changes;
-  if (*ours > UINT32_MAX)
-    *ours = UINT32_MAX;
-
-  if (we_primary && peer_primary)
-    return 0;
-  policy = we_primary || peer_primary ? node->n_cfg.cf_after_sb_1pri
-                                      : node->n_cfg.cf_after_sb_0pri;
-  switch (policy) {
-  case REPL_SB_DISCONNECT:
-    return 0;
-  case REPL_SB_DISCARD_ZERO_CHANGES:
-    if (*ours > 0 && *theirs > 0)
-      return 0;
-    /* Both unchanged: nothing is lost either way; the higher id yields. */
-    we_lose = *ours == 0 &&
-              (*theirs > 0 || node->n_self->nc_id > p->pr_cfg->nc_id);
-    break;
-  case REPL_SB_DISCARD_LEAST_CHANGES:
-    we_lose = *ours < *theirs ||
-              (*ours == *theirs && node->n_self->nc_id > p->pr_cfg->nc_id);
-    break;
-  case REPL_SB_DISCARD_SECONDARY:
-    we_lose = !we_primary;
-    break;
-  case REPL_SB_DISCARD_YOUNGER_PRIMARY: {
-    uint64_t mine;
-
-    /* Neither is primary now; the one that became primary last loses
-     * (the clocks of the two machines are compared: keep them in sync).
-     * The same moment on both, or neither ever primary: nobody. */
-    pthread_mutex_lock (&node->n_md_io_lock);
-    mine = node->n_md.md_super.ms_primary_since;
-    pthread_mutex_unlock (&node->n_md_io_lock);
-    log_info ("peer %s: split brain: this node became Primary at %" PRIu64
-              " ms, the peer at %" PRIu64 " ms (since the epoch)",
-              p->pr_cfg->nc_name, mine, h->primary_since);
-    if (mine == h->primary_since)
-      return 0;
-    we_lose = mine > h->primary_since;
-    break;
-  }
-  default:
-    abort ();
-  }
-  /* A primary's data is what its clients see: never discarded here. */
-  if ((we_lose && we_primary) || (!we_lose && peer_primary))
-    return 0;
-  return we_lose ? 1 : 2;
-}
-
-/* Decide what happens when we connect to p, which sent hello h.  Returns
- * the decision (never TIEBREAK: resolved by node id), or -1 with the
- * reason in err if the connection must be refused. */
+/* Decide what happens when we connect to p, which sent hello h: the
+ * facts gathered here, the rules in common/decide.c, the actions (the
+ * split-brain handler, once per episode; invalidating this node when a
+ * policy makes it the loser) here.  Returns the decision (never
+ * TIEBREAK: resolved by node id), or -1 with the reason in err if the
+ * connection must be refused. */
 int
 gen_decide (struct repl_node *node, struct peer *p,
             const struct repl_hello *h, int *rulep, char *err, size_t errlen)
 {
   struct gen_uuids local, peer;
-  enum uuid_decision d;
-  bool we_primary = node_role (node) == REPL_ROLE_PRIMARY;
-  bool peer_primary = h->role == REPL_ROLE_PRIMARY;
+  struct connect_case c = {
+    .cc_our_id = node->n_self->nc_id, .cc_peer_id = p->pr_cfg->nc_id,
+    .cc_we_primary = node_role (node) == REPL_ROLE_PRIMARY,
+    .cc_peer_primary = h->role == REPL_ROLE_PRIMARY,
+    .cc_peer_changes = h->uuids.changes,
+    .cc_peer_primary_since = h->primary_since,
+    .cc_after_sb_0pri = node->n_cfg.cf_after_sb_0pri,
+    .cc_after_sb_1pri = node->n_cfg.cf_after_sb_1pri,
+  };
+  struct connect_decision cd;
   char why[256];
-  int rule;
 
   gen_from_wire (&h->uuids, &peer);
   if (uuid_check (&peer, why, sizeof why) == -1) {
@@ -200,17 +145,17 @@ gen_decide (struct repl_node *node, struct peer *p,
   /* Ours as our hello gave them: the peer decides on the same. */
   pthread_mutex_lock (&p->pr_lock);
   local = p->pr_hello_uuids;
+  c.cc_our_changes = bitmap_count (&p->pr_bitmap);
   pthread_mutex_unlock (&p->pr_lock);
-  d = uuid_compare (&local, &peer, &rule);
-  *rulep = rule;
-  if (d == UUID_SYNC_BITMAP_TIEBREAK)
-    d = node->n_self->nc_id < p->pr_cfg->nc_id
-        ? UUID_SYNC_SOURCE_BITMAP : UUID_SYNC_TARGET_BITMAP;
+  pthread_mutex_lock (&node->n_md_io_lock);
+  c.cc_our_primary_since = node->n_md.md_super.ms_primary_since;
+  pthread_mutex_unlock (&node->n_md_io_lock);
 
-  if (d == UUID_SPLIT_BRAIN) {
-    uint64_t ours, theirs;
+  decide_connect (&local, &peer, &c, &cd);
+  *rulep = cd.cd_rule;
+
+  if (cd.cd_decision == UUID_SPLIT_BRAIN) {
     bool first;
-    int loser;
 
     pthread_mutex_lock (&p->pr_lock);
     first = !p->pr_split_brain;
@@ -218,59 +163,64 @@ gen_decide (struct repl_node *node, struct peer *p,
     pthread_mutex_unlock (&p->pr_lock);
     if (first)
       handler_run (node, REPL_HANDLER_SPLIT_BRAIN, p);
-
-    loser = split_brain_loser (node, p, h, &ours, &theirs);
-    if (loser != 0) {
-      const char *policy = config_sb_policy_name
-        (we_primary || peer_primary ? node->n_cfg.cf_after_sb_1pri
-                                    : node->n_cfg.cf_after_sb_0pri);
-      uint64_t lost = (loser == 1 ? ours : theirs) *
-                      (uint64_t) p->pr_bitmap.bm_granularity;
-
-      log_error ("peer %s: split brain (rule %d; ours: current %016" PRIx64
-                 ", peer's: current %016" PRIx64 "; changes: ours %" PRIu64
-                 " chunks, peer's %" PRIu64 "): resolved by %s: %s "
-                 "discards its data (%" PRIu64 " bytes of changes)",
-                 p->pr_cfg->nc_name, rule, local.gu_current, peer.gu_current,
-                 ours, theirs, policy,
-                 loser == 1 ? "this node" : "the peer", lost);
-      if (loser == 1 &&
-          engine_invalidate (node, why, sizeof why) == -1)
-        log_error ("split brain: cannot discard our data: %s", why);
-      snprintf (err, errlen, "refusing connection: split brain resolved by "
-                "%s: %s discards its data; reconnecting for a full sync",
-                policy, loser == 1 ? "this node" : "the peer");
-      return -1;
-    }
+    if (cd.cd_policy == REPL_SB_DISCARD_YOUNGER_PRIMARY)
+      log_info ("peer %s: split brain: this node became Primary at %"
+                PRIu64 " ms, the peer at %" PRIu64 " ms (since the epoch)",
+                p->pr_cfg->nc_name, c.cc_our_primary_since,
+                c.cc_peer_primary_since);
   }
-  if (uuid_decision_refuses (d)) {
+
+  switch (cd.cd_verdict) {
+  case CONNECT:
+    return cd.cd_decision;
+  case CONNECT_SPLIT_BRAIN_RESOLVED: {
+    const char *policy = config_sb_policy_name (cd.cd_policy);
+    bool we = cd.cd_loser == SB_WE_LOSE;
+    uint64_t ours = c.cc_our_changes > UINT32_MAX ? UINT32_MAX
+                                                  : c.cc_our_changes;
+    uint64_t lost = (we ? ours : c.cc_peer_changes) *
+                    (uint64_t) p->pr_bitmap.bm_granularity;
+
+    log_error ("peer %s: split brain (rule %d; ours: current %016" PRIx64
+               ", peer's: current %016" PRIx64 "; changes: ours %" PRIu64
+               " chunks, peer's %" PRIu64 "): resolved by %s: %s "
+               "discards its data (%" PRIu64 " bytes of changes)",
+               p->pr_cfg->nc_name, cd.cd_rule, local.gu_current,
+               peer.gu_current, ours, c.cc_peer_changes, policy,
+               we ? "this node" : "the peer", lost);
+    if (we && engine_invalidate (node, why, sizeof why) == -1)
+      log_error ("split brain: cannot discard our data: %s", why);
+    snprintf (err, errlen, "refusing connection: split brain resolved by "
+              "%s: %s discards its data; reconnecting for a full sync",
+              policy, we ? "this node" : "the peer");
+    return -1;
+  }
+  case CONNECT_REFUSE:
     snprintf (err, errlen, "refusing connection: %s (rule %d: %s); ours: "
               "current %016" PRIx64 " bitmap %016" PRIx64 ", peer's: "
               "current %016" PRIx64 " bitmap %016" PRIx64
-              "%s", uuid_decision_name (d), rule, uuid_rule_name (rule),
-              local.gu_current, local.gu_bitmap, peer.gu_current,
-              peer.gu_bitmap,
-              d == UUID_SPLIT_BRAIN
+              "%s", uuid_decision_name (cd.cd_decision), cd.cd_rule,
+              uuid_rule_name (cd.cd_rule), local.gu_current,
+              local.gu_bitmap, peer.gu_current, peer.gu_bitmap,
+              cd.cd_decision == UUID_SPLIT_BRAIN
               ? "; both nodes changed the data while apart: resolve by "
                 "hand (replctl connect --discard-my-data on the node whose "
                 "changes are to go)" : "");
     return -1;
-  }
-  if (we_primary && uuid_decision_is_target (d)) {
+  case CONNECT_REFUSE_PRIMARY_BEHIND:
     snprintf (err, errlen, "refusing connection: the peer has data this "
               "primary lacks (%s, rule %d: %s); refusing to overwrite the "
-              "primary's disk", uuid_decision_name (d), rule,
-              uuid_rule_name (rule));
+              "primary's disk", uuid_decision_name (cd.cd_decision),
+              cd.cd_rule, uuid_rule_name (cd.cd_rule));
     return -1;
-  }
-  if (peer_primary && uuid_decision_is_source (d)) {
+  case CONNECT_REFUSE_PEER_PRIMARY_BEHIND:
     snprintf (err, errlen, "refusing connection: this node has data the "
               "primary lacks (%s, rule %d: %s); refusing to be "
-              "overwritten by the primary", uuid_decision_name (d), rule,
-              uuid_rule_name (rule));
+              "overwritten by the primary", uuid_decision_name (cd.cd_decision),
+              cd.cd_rule, uuid_rule_name (cd.cd_rule));
     return -1;
   }
-  return d;
+  abort ();
 }
 
 static void
@@ -406,6 +356,15 @@ gen_before_write (struct repl_node *node)
   /* Taken before looking, so a peer lost meanwhile sets it again. */
   if (!atomic_exchange (&node->n_gen_pending, false))
     return;
+  /* Without quorum this write fails anyway (role_complete_write): a
+   * Primary that lost its peers (cut off, or frozen while the others
+   * promoted a new one) must not start a generation of its own, which
+   * would look like half of a split brain when it comes back.  Its
+   * failed write is in the away peers' bitmaps, and resynced back. */
+  if (!node_has_quorum (node)) {
+    atomic_store (&node->n_gen_pending, true);
+    return;
+  }
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *q = node->n_peers[i];
     /* A diskless peer holds no data: it misses nothing. */

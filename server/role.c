@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "decide.h"
 #include "internal.h"
 #include "log.h"
 
@@ -23,21 +24,27 @@
 bool
 node_has_quorum (struct repl_node *node)
 {
-  size_t i, votes = 1, total = node->n_cfg.cf_nnodes;
+  uint64_t now = now_ns ();
+  uint64_t fresh = node->n_cfg.cf_ping_timeout_ms * UINT64_C (1000000);
+  unsigned votes = 1;
+  size_t i;
 
   if (node->n_cfg.cf_quorum == REPL_QUORUM_OFF)
     return true;
+  /* A peer counts if it is connected and was heard from within
+   * ping-timeout: a node that was frozen (SIGSTOP, a VM paused) still
+   * shows its old connections as up until its ticker looks, while the
+   * others may have given it up and promoted another node. */
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *p = node->n_peers[i];
+    uint64_t last = atomic_load (&p->pr_last_recv_ns);
 
     pthread_mutex_lock (&p->pr_lock);
-    if (p->pr_state == CONN_CONNECTED)
+    if (p->pr_state == CONN_CONNECTED && (last >= now || now - last <= fresh))
       votes++;
     pthread_mutex_unlock (&p->pr_lock);
   }
-  if (node->n_cfg.cf_quorum == REPL_QUORUM_ALL)
-    return votes == total;
-  return 2 * votes > total;
+  return decide_quorum (node->n_cfg.cf_quorum, votes, node->n_cfg.cf_nnodes);
 }
 
 /* A peer connected or went away: writers suspended for want of quorum
@@ -350,59 +357,60 @@ announce_state (struct repl_node *node)
 static int
 promote (struct repl_node *node, bool force, char *err, size_t errlen)
 {
+  struct promote_case c = { .pc_force = force,
+                            .pc_diskless = node->n_diskless };
+  const char *primary = NULL;
   enum repl_disk_state disk;
   size_t i;
 
+  /* The facts: the rules are common/decide.c's. */
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *p = node->n_peers[i];
-    bool primary;
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
 
-    pthread_mutex_lock (&p->pr_lock);
-    primary = p->pr_state == CONN_CONNECTED && p->pr_role == REPL_ROLE_PRIMARY;
-    pthread_mutex_unlock (&p->pr_lock);
-    if (primary) {
-      snprintf (err, errlen, "peer %s is Primary; demote it first "
-                "(replctl secondary on it)", p->pr_cfg->nc_name);
-      return -1;
-    }
+    if (p->pr_state != CONN_CONNECTED)
+      continue;
+    if (p->pr_role == REPL_ROLE_PRIMARY)
+      primary = p->pr_cfg->nc_name;
+    if (!p->pr_peer_diskless && p->pr_disk == REPL_DISK_UPTODATE)
+      c.pc_storage_uptodate = true;
   }
-  if (!node_has_quorum (node)) {
+  c.pc_peer_primary = primary != NULL;
+  c.pc_quorum = node_has_quorum (node);
+  pthread_mutex_lock (&node->n_lock);
+  disk = c.pc_disk = node->n_disk;
+  pthread_mutex_unlock (&node->n_lock);
+
+  switch (decide_promote (&c)) {
+  case PROMOTE_REFUSE_PEER_PRIMARY:
+    snprintf (err, errlen, "peer %s is Primary; demote it first "
+              "(replctl secondary on it)", primary);
+    return -1;
+  case PROMOTE_REFUSE_NO_QUORUM:
     snprintf (err, errlen, "no quorum: too few nodes are connected "
               "(quorum: %s)", node->n_cfg.cf_quorum == REPL_QUORUM_ALL
               ? "all" : "majority");
     return -1;
+  case PROMOTE_REFUSE_NO_STORAGE:
+    snprintf (err, errlen, "this node is diskless and no UpToDate "
+              "storage node is connected");
+    return -1;
+  case PROMOTE_REFUSE_DISK:
+    snprintf (err, errlen, "the disk is %s, not UpToDate; --force declares "
+              "its data authoritative (a new generation, and every peer "
+              "gets a full sync)", disk_state_name (disk));
+    return -1;
+  case PROMOTE:
+  case PROMOTE_FORCED:
+    break;
   }
   if (node->n_diskless) {
-    bool storage = false;
-
-    /* No data here: it needs a storage node to write to. */
-    for (i = 0; i < node->n_npeers && !storage; i++) {
-      struct peer *p = node->n_peers[i];
-      pthread_mutex_lock (&p->pr_lock);
-      storage = p->pr_state == CONN_CONNECTED && !p->pr_peer_diskless &&
-                p->pr_disk == REPL_DISK_UPTODATE;
-      pthread_mutex_unlock (&p->pr_lock);
-    }
-    if (!storage) {
-      snprintf (err, errlen, "this node is diskless and no UpToDate "
-                "storage node is connected");
-      return -1;
-    }
     pthread_mutex_lock (&node->n_lock);
     node_set_role_locked (node, REPL_ROLE_PRIMARY);
     pthread_mutex_unlock (&node->n_lock);
     log_info ("node %s: now Primary (diskless)%s", node->n_self->nc_name,
               force ? " (forced)" : "");
     return 0;
-  }
-  pthread_mutex_lock (&node->n_lock);
-  disk = node->n_disk;
-  pthread_mutex_unlock (&node->n_lock);
-  if (disk != REPL_DISK_UPTODATE && !force) {
-    snprintf (err, errlen, "the disk is %s, not UpToDate; --force declares "
-              "its data authoritative (a new generation, and every peer "
-              "gets a full sync)", disk_state_name (disk));
-    return -1;
   }
   if (disk != REPL_DISK_UPTODATE) {
     log_error ("node %s: FORCED to Primary with a disk that is %s: its "
@@ -437,9 +445,8 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
    * being frozen, is then never taken for a peer in the same generation
    * (it is behind, or a split brain). */
   atomic_store (&node->n_gen_pending, true);
-  /* A connected peer whose disk is not UpToDate was not resynced by
-   * anyone (only a primary resyncs): reconnect, so that the decision is
-   * made again with this node as primary. */
+  /* A connected peer whose disk is not UpToDate: reconnect, so that the
+   * decision is made again with this node as Primary, its source. */
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *p = node->n_peers[i];
 
