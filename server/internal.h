@@ -180,6 +180,17 @@ struct inflight {
 
 struct repl_node;
 
+/* One peer: what outlives its connections (configuration, bitmap,
+ * metadata slot, resync and verify progress) and, for now, the state of
+ * its current connection, reset at every connect (peer_thread).  The
+ * locks, by field group:
+ *
+ *   set at creation, then read-only: the first block below, pr_md_slot
+ *     and pr_resync_bufs;
+ *   the reader (whoever holds the reader token pr_rx_busy, see
+ *     peer-receive.c): pr_expect_seq, pr_away_mask and *pr_rx;
+ *   atomic: pr_last_recv_ns;
+ *   pr_lock: everything else. */
 struct peer {
   uint32_t pr_magic;
   struct repl_node *pr_node;
@@ -188,7 +199,8 @@ struct peer {
   pthread_t pr_thread;          /* connection and receive loop */
   pthread_t pr_resync_thread;
 
-  pthread_mutex_t pr_lock;      /* guards everything below */
+  pthread_mutex_t pr_lock;      /* guards the fields below (but see the
+                                   groups above) */
   pthread_cond_t pr_cond;       /* state, queue, window or resync change */
   enum conn_state pr_state;
   uint64_t pr_gen;              /* bumped on every new connection */
@@ -277,7 +289,8 @@ struct peer {
   struct out_msg pr_goodbye_msg; /* sent once when we shut down */
   bool pr_peer_goodbye;         /* the peer said it is shutting down */
   uint64_t pr_last_ping_ns;
-  uint64_t pr_expect_seq;       /* next sequence number the peer must send */
+  uint64_t pr_expect_seq;       /* next sequence number the peer must send
+                                   (the reader's) */
 
   /* Who reads the connection (peer-receive.c).  Normally the receive
    * thread; on the primary, a writer waiting for its own ACK reads it
@@ -309,7 +322,7 @@ struct peer {
   bool pr_dl_in_gen;            /* it holds our current generation */
   struct out_msg pr_away_msg;   /* the AWAY last queued */
   uint8_t pr_away_buf[8];       /* ... and its payload */
-  uint32_t pr_away_mask;
+  uint32_t pr_away_mask;        /* (the reader's) */
   void *pr_read_buf;            /* REPL_MAX_PAYLOAD bytes, or NULL */
   bool pr_upstream;             /* a storage secondary that resyncs us or
                                    forwards a diskless primary's writes
