@@ -119,8 +119,13 @@ extern void ilock_release (struct interval_lock *il, struct ilock_range *r);
 
 /* ---- peer.c, peer-send.c, peer-receive.c ---------------------------- */
 
+/* A peer's connection state (state.c: peer_set_conn_locked):
+ * Connecting -> Handshake -> Connected -> Disconnecting -> Connecting,
+ * and Handshake -> Connecting when a handshake fails. */
 enum conn_state {
   CONN_CONNECTING,              /* no connection; dialling or waiting */
+  CONN_HANDSHAKE,               /* a connection in its handshake (HELLO,
+                                   authentication, HELLO_STATE) */
   CONN_CONNECTED,               /* handshake done, messages flow */
   CONN_DISCONNECTING,           /* failed; being torn down */
 };
@@ -484,6 +489,7 @@ extern int engine_invalidate (struct repl_node *node, char *err,
 
 /* state.c */
 extern int peer_set_repl_locked (struct peer *p, enum repl_state to);
+extern void peer_set_conn_locked (struct peer *p, enum conn_state to);
 extern bool peer_resyncing_locked (const struct peer *p);
 extern void node_set_disk (struct repl_node *node, enum repl_disk_state disk);
 extern void node_set_role_locked (struct repl_node *node,

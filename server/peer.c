@@ -30,6 +30,7 @@ conn_state_name (enum conn_state state)
 {
   switch (state) {
   case CONN_CONNECTING: return "Connecting";
+  case CONN_HANDSHAKE: return "Handshake";
   case CONN_CONNECTED: return "Connected";
   case CONN_DISCONNECTING: return "Disconnecting";
   }
@@ -132,7 +133,7 @@ vfail_locked (struct peer *p, uint64_t gen, const char *fmt, va_list ap)
   else
     log_error ("peer %s: %s; disconnecting", p->pr_cfg->nc_name,
                p->pr_last_error);
-  p->pr_state = CONN_DISCONNECTING;
+  peer_set_conn_locked (p, CONN_DISCONNECTING);
   /* Wakes the receiver out of recv and any sender out of sendmsg. */
   shutdown (p->pr_fd, SHUT_RDWR);
   pthread_cond_broadcast (&p->pr_cond);
@@ -515,6 +516,7 @@ establish (struct peer *p, struct repl_hello *hello)
       *hello = p->pr_incoming_hello;
       p->pr_incoming_fd = -1;
     }
+    peer_set_conn_locked (p, CONN_HANDSHAKE);
     pthread_mutex_unlock (&p->pr_lock);
 
     if (fd == -1) {
@@ -552,6 +554,7 @@ establish (struct peer *p, struct repl_hello *hello)
       return fd;
 
     pthread_mutex_lock (&p->pr_lock);
+    peer_set_conn_locked (p, CONN_CONNECTING);
     if (!sleep_locked (p, backoff)) {
       pthread_mutex_unlock (&p->pr_lock);
       return -1;
@@ -611,7 +614,7 @@ peer_thread (void *arg)
                      ? sz : 0;
     }
     p->pr_flush_wanted = false;
-    p->pr_state = CONN_CONNECTED;
+    peer_set_conn_locked (p, CONN_CONNECTED);
     peer_set_repl_locked (p, REPL_ESTABLISHED);
     p->pr_next_seq = 1;
     p->pr_sent_seq = 0;
@@ -656,7 +659,7 @@ peer_thread (void *arg)
     /* The receive loop only returns after peer_fail. */
     assert (p->pr_state == CONN_DISCONNECTING);
     peer_teardown_locked (p);
-    p->pr_state = CONN_CONNECTING;
+    peer_set_conn_locked (p, CONN_CONNECTING);
     p->pr_fd = -1;
     peer_set_repl_locked (p, REPL_OFF);
     if (node_role (node) == REPL_ROLE_PRIMARY && p->pr_disk_known)

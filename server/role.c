@@ -141,6 +141,8 @@ role_complete_write (struct repl_node *node, bool lost)
   return 0;
 }
 
+static void confirm_start (struct repl_node *node, const char *why);
+
 /* role=primary at start.  The node starts as Primary in its hellos,
  * so that every connection is decided as before, but it serves no
  * client until the role is confirmed: when every peer is connected,
@@ -165,7 +167,7 @@ role_start_check (struct repl_node *node)
     if (!node->n_start_pending)
       return;
     if (now_ns () >= node->n_start_deadline_ns)
-      why = "not every peer answered within ping-timeout";
+      why = "not every peer answered within ping-timeout; none is Primary";
   }
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *p = node->n_peers[i];
@@ -181,19 +183,26 @@ role_start_check (struct repl_node *node)
     return;
   }
   if (all)
-    why = "every peer is connected";
+    why = "every peer is connected; none is Primary";
   else if (node->n_cfg.cf_quorum != REPL_QUORUM_OFF && node_has_quorum (node))
-    why = "quorum with the peers connected";
+    why = "quorum with the peers connected; none is Primary";
   if (why == NULL)
     return;
 
+  confirm_start (node, why);
+}
+
+/* End the wait of role=primary: the node is Primary now. */
+static void
+confirm_start (struct repl_node *node, const char *why)
+{
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
   if (!node->n_start_pending)
     return;                     /* a peer's role decided it meanwhile */
   node->n_start_pending = false;
   pthread_cond_broadcast (&node->n_cond);
-  log_info ("node %s: role=primary confirmed (%s; none is Primary)",
-            node->n_self->nc_name, why);
+  log_info ("node %s: role=primary confirmed (%s)", node->n_self->nc_name,
+            why);
 }
 
 /* A peer that says it is Primary connects while this node's role=primary
@@ -555,8 +564,13 @@ engine_set_role (struct repl_node *node, bool primary, bool force,
   int r;
 
   pthread_mutex_lock (&node->n_role_lock);
-  if (node_role (node) == role)
+  if (node_role (node) == role) {
     r = 0;
+    /* role=primary still waiting for its peers: --force ends the wait
+     * (a connected Primary peer would have made it Secondary). */
+    if (primary && force)
+      confirm_start (node, "replctl primary --force");
+  }
   else {
     r = role == REPL_ROLE_PRIMARY ? promote (node, force, err, errlen)
                                   : demote (node, err, errlen);

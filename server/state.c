@@ -77,6 +77,28 @@ node_set_role_locked (struct repl_node *node, enum repl_role role)
   pthread_cond_broadcast (&node->n_cond);
 }
 
+/* Change p's connection state along Connecting -> Handshake ->
+ * Connected -> Disconnecting -> Connecting (or Handshake -> Connecting).
+ * Anything else is a bug of ours.  pr_lock held.  (Connects and
+ * disconnects are logged by the peer thread, with the reason.) */
+void
+peer_set_conn_locked (struct peer *p, enum conn_state to)
+{
+  static const unsigned next[] = {
+    [CONN_CONNECTING] = 1u << CONN_HANDSHAKE,
+    [CONN_HANDSHAKE] = 1u << CONN_CONNECTING | 1u << CONN_CONNECTED,
+    [CONN_CONNECTED] = 1u << CONN_DISCONNECTING,
+    [CONN_DISCONNECTING] = 1u << CONN_CONNECTING,
+  };
+
+  ASSERT_LOCKED (&p->pr_lock);
+  if (p->pr_state == to)
+    return;
+  assert (next[p->pr_state] & (1u << to));
+  p->pr_state = to;
+  pthread_cond_broadcast (&p->pr_cond);
+}
+
 /* Is p in one of the resync states? */
 bool
 peer_resyncing_locked (const struct peer *p)

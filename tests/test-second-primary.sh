@@ -3,7 +3,8 @@
 # with role=primary stays Secondary (it gives way once it sees a Primary
 # peer), accepts no client write, and node0 keeps serving.  A node
 # started with role=primary while its peer is down waits for the peer
-# (bounded by ping-timeout) and then becomes Primary.
+# (bounded by ping-timeout) and then becomes Primary; replctl primary
+# --force ends that wait at once.
 source "$(dirname "$0")/functions.sh"
 requires jq --version
 
@@ -41,4 +42,13 @@ timed 30 nbdsh -u "$(uri node0)" -c "h.pwrite(b'c' * 4096, 8192)" || fail "node0
 start_node node1
 wait_uptodate node0 30
 same_disks node0 node1
+
+# replctl primary --force ends the wait at once.
+stop_node node1
+stop_node node0
+start_node node0 role=primary
+"$REPLCTL" -s "$(sock node0)" primary --force >/dev/null || fail "primary --force failed"
+grep -q "role=primary confirmed (replctl primary --force)" "$tmpdir/node0.log" ||
+    fail "primary --force did not end role=primary's wait: $(grep confirmed "$tmpdir/node0.log" | tail -n 1)"
+timed 30 nbdsh -u "$(uri node0)" -c "h.pwrite(b'd' * 4096, 12288)" || fail "node0 does not serve after --force"
 info "ok: one Primary at a time"
