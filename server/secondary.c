@@ -260,17 +260,13 @@ secondary_apply_resync_start (struct peer *p, uint64_t gen,
     handler_run (node, REPL_HANDLER_BEFORE_RESYNC_TARGET, p);
     if (gen_resync_start_target (node, p, &p->pr_peer_uuids) == -1)
       return -2;
+    /* The peers learn it from the worker (node_set_disk): a diskless
+     * primary stops reading from us (a read that comes first is
+     * answered with an error, and it reads elsewhere), and writes to us
+     * through the source, which orders them with its resync data. */
     node_set_disk (node, REPL_DISK_INCONSISTENT);
     log_info ("peer %s: resync started, %" PRIu64 " bytes to receive",
               name, h->offset);
-    /* A diskless primary stops reading from us, and writes to us
-     * through the source, which orders them with its resync data. */
-    {
-      size_t i;
-      for (i = 0; i < node->n_npeers; i++)
-        if (node->n_peers[i]->pr_cfg->nc_diskless)
-          role_tell_state (node->n_peers[i]);
-    }
   }
   return 0;
 }
@@ -303,19 +299,12 @@ secondary_apply_resync_done (struct peer *p, uint64_t gen,
   pthread_mutex_lock (&p->pr_lock);
   peer_set_repl_locked (p, REPL_ESTABLISHED);
   pthread_mutex_unlock (&p->pr_lock);
+  /* The source learns our new generation on its own connection; a
+   * diskless primary from the worker (its socket is not ours to wait
+   * on), then that we are UpToDate again (node_set_disk). */
+  sync_send_uuids (p);
+  worker_post (node, WORK_UUIDS_DISKLESS);
   node_set_disk (node, REPL_DISK_UPTODATE);
-  /* The source, and a diskless primary, learn our new generation
-   * (and the diskless node that we are UpToDate again). */
-  {
-    size_t i;
-    for (i = 0; i < node->n_npeers; i++) {
-      struct peer *q = node->n_peers[i];
-      if (q == p || q->pr_cfg->nc_diskless)
-        sync_send_uuids (q);
-      if (q->pr_cfg->nc_diskless)
-        role_tell_state (q);
-    }
-  }
   log_info ("peer %s: resync finished, %s", name,
             disk_state_name (REPL_DISK_UPTODATE));
   sync_release_source (p, "finished");

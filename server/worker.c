@@ -6,8 +6,14 @@
  * applies and acknowledges.  Work is posted as bits (worker_post) and
  * coalesced: posting twice before the worker runs does it once.
  *
+ *   WORK_UUIDS_DISKLESS  tell every connected diskless peer our
+ *                   generation UUIDs (UUIDS), after a resync gave us new
+ *                   ones
  *   WORK_ANNOUNCE   tell every connected peer our role and disk state
  *                   (STATE), after the disk state changed
+ *
+ * In that order when both are posted: a diskless primary takes a storage
+ * node as a target once it is in its generation and UpToDate.
  */
 #include <config.h>
 
@@ -41,6 +47,10 @@ worker_thread (void *arg)
       work = node->n_work;
       node->n_work = 0;
     }
+    if (work & WORK_UUIDS_DISKLESS)
+      for (i = 0; i < node->n_npeers; i++)
+        if (node->n_peers[i]->pr_cfg->nc_diskless)
+          sync_send_uuids (node->n_peers[i]);
     if (work & WORK_ANNOUNCE)
       for (i = 0; i < node->n_npeers; i++)
         role_tell_state (node->n_peers[i]);
