@@ -60,6 +60,7 @@ struct peer_snapshot {
   uint64_t in_flight;
   uint64_t msgs_sent, bytes_sent, sends;
   uint64_t connected_for_ms;
+  uint64_t repl_for_ms;         /* in the replication state this long */
   uint64_t resync_elapsed_ns;   /* since the resync started */
   enum repl_state repl;         /* as stored (state.c) */
   struct gen_uuids peer_uuids;  /* as the peer told us */
@@ -114,6 +115,8 @@ snapshot_peer (struct peer *p, bool we_are_primary, struct peer_snapshot *s)
   s->msgs_sent = p->pr_msgs_sent;
   s->bytes_sent = p->pr_bytes_sent;
   s->sends = p->pr_sends;
+  s->repl_for_ms = p->pr_repl_since_ns != 0
+    ? (now_ns () - p->pr_repl_since_ns) / 1000000 : 0;
   s->connected_for_ms = p->pr_state == CONN_CONNECTED
     ? (now_ns () - p->pr_connected_ns) / 1000000 : 0;
   s->resync_elapsed_ns = s->resyncing
@@ -621,14 +624,15 @@ control_status (struct repl_node *node, bool json)
                   "\"resync_percent\":%u,\"in_flight\":%" PRIu64 ","
                   "\"messages_sent\":%" PRIu64 ",\"bytes_sent\":%" PRIu64 ","
                   "\"sends\":%" PRIu64 ","
-                  "\"connected_ms\":%" PRIu64 ",\"last_error\":",
+                  "\"connected_ms\":%" PRIu64 ","
+                  "\"replication_ms\":%" PRIu64 ",\"last_error\":",
                   conn_state_name (s->state),
                   s->disk_known ? role_name (s->role) : "Unknown",
                   peer_disk_name (s, primary),
                   replication_name (s), s->out_of_sync,
                   s->resync_total, s->resync_done, resync_percent (s),
                   s->in_flight, s->msgs_sent, s->bytes_sent, s->sends,
-                  s->connected_for_ms);
+                  s->connected_for_ms, s->repl_for_ms);
       buf_json_string (&b, s->last_error);
       json_peer_gen (&b, &ns, s);
       buf_printf (&b, "}");

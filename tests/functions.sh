@@ -296,3 +296,60 @@ tgt_unexport ()
     tgtadm -C "$TGT_CONTROL" --lld iscsi --op delete --mode target --tid "$1" --force ||
         fail "tgtadm: could not delete target $1"
 }
+
+# ---- one network namespace per node ------------------------------------
+# ns_nodes NET NODE...: a network namespace per node on a bridge
+# (scripts/netns.sh; NET is like 10.95.0), named $NS-NODE with
+# NS=nbdrepl-PID; sets addr[NODE]; skips the test (77) without root or
+# namespaces; deletes them at exit.  The nodes of $CONFIG then run in
+# them with start_ns, their NBD export on port 10809 of their address.
+declare -A NPID
+ns_nodes ()
+{
+    local net=$1 n; shift
+    [ "$(id -u)" -eq 0 ] || { echo "$test_name: SKIP: needs root for network namespaces"; exit 77; }
+    NS="nbdrepl-$$"
+    source "$(dirname "${BASH_SOURCE[0]}")/../scripts/netns.sh"
+    netns_setup "$NS" "$net" "$@"
+    [ "$use_netns" = yes ] || { echo "$test_name: SKIP: network namespaces unavailable"; exit 77; }
+    for n in "$@" sw; do
+        cleanup_fn "ip netns del $NS-$n 2>/dev/null"
+    done
+}
+
+# start_ns NODE [PLUGIN-ARGS...]: nbdkit for NODE of $CONFIG in NODE's
+# namespace (NPID[NODE]); stopped at exit (woken first if frozen).
+start_ns ()
+{
+    local n=$1; shift
+    ip netns exec "$NS-$n" nbdkit -f -p 10809 "$PLUGIN" config="$CONFIG" node="$n" "$@" \
+        >>"$tmpdir/$n.log" 2>&1 &
+    NPID[$n]=$!
+    cleanup_fn "kill -CONT ${NPID[$n]} 2>/dev/null; kill ${NPID[$n]} 2>/dev/null; wait ${NPID[$n]} 2>/dev/null"
+}
+# stop_ns NODE: SIGTERM (after SIGCONT, if frozen), and reap.
+stop_ns ()
+{
+    kill -CONT "${NPID[$1]}" 2>/dev/null || true
+    kill "${NPID[$1]}" 2>/dev/null || true
+    wait "${NPID[$1]}" 2>/dev/null || true
+}
+# kill9_ns NODE: SIGKILL, as a crash, and reap.
+kill9_ns ()
+{
+    kill -9 "${NPID[$1]}" 2>/dev/null || true
+    wait "${NPID[$1]}" 2>/dev/null || true
+}
+# st NODE: its status, JSON (its control socket is $tmpdir/NODE.sock).
+st () { "$REPLCTL" -s "$tmpdir/$1.sock" status --json; }
+# wait_st NODE JQ SECS: poll (every 0.1 s, at most SECS) until the jq
+# expression is true of NODE's status; fail with what it shows.
+wait_st ()
+{
+    local i
+    for (( i=0; i<$3*10; i++ )); do
+        st "$1" 2>/dev/null | jq -e "$2" >/dev/null && return 0
+        sleep 0.1
+    done
+    fail "node $1: '$2' not true within $3 s: $(st "$1" 2>&1 | jq -c '{role, disk, quorum, peers: [.peers[] | {name, connection, disk, replication, out_of_sync_bytes, last_error}]}' 2>/dev/null)"
+}

@@ -8,13 +8,7 @@
 source "$(dirname "$0")/functions.sh"
 requires ip -V
 requires jq --version
-[ "$(id -u)" -eq 0 ] || { echo "$test_name: SKIP: needs root for network namespaces"; exit 77; }
-
-NS="nbdrepl-tp-$$"
-source "$(dirname "$0")/../scripts/netns.sh"
-netns_setup "$NS" 10.95.0 alpha beta gamma
-[ $use_netns = yes ] || { echo "$test_name: SKIP: network namespaces unavailable"; exit 77; }
-cleanup_fn "for n in alpha beta gamma sw; do ip netns del $NS-\$n 2>/dev/null; done"
+ns_nodes 10.95.0 alpha beta gamma
 
 CONFIG="$tmpdir/r0.yaml"
 {
@@ -44,25 +38,6 @@ for n in alpha beta gamma; do
     "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null || fail "create-md on $n"
 done
 
-declare -A NPID
-start_ns ()     # start_ns NODE [ARGS...]
-{
-    local n=$1; shift
-    ip netns exec "$NS-$n" nbdkit -f -p 10809 "$PLUGIN" config="$CONFIG" node="$n" "$@" \
-        >>"$tmpdir/$n.log" 2>&1 &
-    NPID[$n]=$!
-    cleanup_fn "kill ${NPID[$n]} 2>/dev/null; wait ${NPID[$n]} 2>/dev/null"
-}
-st () { "$REPLCTL" -s "$tmpdir/$1.sock" status --json; }
-wait_st ()      # wait_st NODE JQ SECS
-{
-    local i
-    for (( i=0; i<$3*10; i++ )); do
-        st "$1" 2>/dev/null | jq -e "$2" >/dev/null && return 0
-        sleep 0.1
-    done
-    fail "node $1: '$2' not true within $3 s: $(st "$1" 2>&1 | jq -c . 2>/dev/null)"
-}
 write_at ()     # write_at NODE OFFSET BYTE
 {
     timeout 30 ip netns exec "$NS-$1" /usr/bin/python3 -m nbd -u "nbd://${addr[$1]}:10809" \

@@ -16,45 +16,10 @@
 source "$(dirname "$0")/functions.sh"
 requires ip -V
 requires jq --version
-[ "$(id -u)" -eq 0 ] || { echo "$test_name: SKIP: needs root for network namespaces"; exit 77; }
-
-NS="nbdrepl-sd-$$"
-source "$(dirname "$0")/../scripts/netns.sh"
-netns_setup "$NS" 10.96.0 alpha beta gamma
-[ $use_netns = yes ] || { echo "$test_name: SKIP: network namespaces unavailable"; exit 77; }
-cleanup_fn "for n in alpha beta gamma sw; do ip netns del $NS-\$n 2>/dev/null; done"
+ns_nodes 10.96.0 alpha beta gamma
 
 BLOCK=$((1 << 20))              # where the lost write goes
 
-declare -A NPID
-start_ns ()     # start_ns NODE [ARGS...]
-{
-    local n=$1; shift
-    ip netns exec "$NS-$n" nbdkit -f -p 10809 "$PLUGIN" config="$CONFIG" node="$n" "$@" \
-        >>"$tmpdir/$n.log" 2>&1 &
-    NPID[$n]=$!
-    cleanup_fn "kill ${NPID[$n]} 2>/dev/null; wait ${NPID[$n]} 2>/dev/null"
-}
-kill9_ns ()     # kill9_ns NODE: SIGKILL, as a crash
-{
-    kill -9 "${NPID[$1]}" 2>/dev/null || true
-    wait "${NPID[$1]}" 2>/dev/null || true
-}
-stop_ns ()
-{
-    kill "${NPID[$1]}" 2>/dev/null || true
-    wait "${NPID[$1]}" 2>/dev/null || true
-}
-st () { "$REPLCTL" -s "$tmpdir/$1.sock" status --json; }
-wait_st ()      # wait_st NODE JQ SECS
-{
-    local i
-    for (( i=0; i<$3*10; i++ )); do
-        st "$1" 2>/dev/null | jq -e "$2" >/dev/null && return 0
-        sleep 0.1
-    done
-    fail "node $1: '$2' not true within $3 s: $(st "$1" 2>&1 | jq -c '{role, disk, quorum, peers: [.peers[] | {name, connection, disk, replication, out_of_sync_bytes}]}' 2>/dev/null)"
-}
 block_is ()     # block_is NODE CHAR: NODE's disk holds 4 KiB of CHAR at BLOCK
 {
     cmp -s <(dd if="$tmpdir/$1.img" bs=4096 skip=$((BLOCK / 4096)) count=1 status=none) \
