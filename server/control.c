@@ -94,7 +94,7 @@ snapshot_peer (struct peer *p, bool we_are_primary, struct peer_snapshot *s)
   s->id = p->pr_cfg->nc_id;
   s->address = p->pr_cfg->nc_address;
   s->state = p->pr_state;
-  s->disk_known = p->pr_disk_known && p->pr_state == CONN_CONNECTED;
+  s->disk_known = p->pr_disk_known;
   s->ever_connected = p->pr_gen > 0;
   s->role = p->pr_role;
   s->disk = p->pr_disk;
@@ -197,17 +197,13 @@ replication_name (const struct peer_snapshot *s)
   return repl_state_name (s->repl);
 }
 
-/* The peer's disk as far as we know.  While disconnected: DUnknown,
- * except that the primary knows a peer it has been connected to is
- * Outdated once writes it missed are recorded. */
+/* The peer's disk as stored: what the peer told us while connected;
+ * after that, Outdated once it has missed writes of ours (a Primary's,
+ * recorded by the write path and at teardown), otherwise unknown. */
 static const char *
-peer_disk_name (const struct peer_snapshot *s, bool we_are_primary)
+peer_disk_name (const struct peer_snapshot *s)
 {
-  if (s->state == CONN_CONNECTED && s->disk_known)
-    return disk_state_name (s->disk);
-  if (we_are_primary && s->ever_connected && s->out_of_sync > 0)
-    return "Outdated";
-  return "DUnknown";
+  return s->disk_known ? disk_state_name (s->disk) : "DUnknown";
 }
 
 static unsigned
@@ -627,8 +623,8 @@ control_status (struct repl_node *node, bool json)
                   "\"connected_ms\":%" PRIu64 ","
                   "\"replication_ms\":%" PRIu64 ",\"last_error\":",
                   conn_state_name (s->state),
-                  s->disk_known ? role_name (s->role) : "Unknown",
-                  peer_disk_name (s, primary),
+                  s->state == CONN_CONNECTED ? role_name (s->role) : "Unknown",
+                  peer_disk_name (s),
                   replication_name (s), s->out_of_sync,
                   s->resync_total, s->resync_done, resync_percent (s),
                   s->in_flight, s->msgs_sent, s->bytes_sent, s->sends,
@@ -673,7 +669,7 @@ control_status (struct repl_node *node, bool json)
                     role_name (s->role), disk_state_name (s->disk),
                     replication_name (s));
       else
-        buf_printf (&b, " disk:%s", peer_disk_name (s, primary));
+        buf_printf (&b, " disk:%s", peer_disk_name (s));
       buf_printf (&b, "\n    out-of-sync:%s in-flight:%" PRIu64, oos,
                   s->in_flight);
       if (s->state == CONN_CONNECTED && s->resyncing) {

@@ -347,8 +347,13 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
     pthread_cond_wait (&p->pr_cond, &p->pr_lock);
 
   if (p->pr_state != CONN_CONNECTED || p->pr_gen != gen) {
-    if (wire_type_changes_data (type) && !p->pr_node->n_diskless)
+    if (wire_type_changes_data (type) && !p->pr_node->n_diskless) {
       bitmap_set_range (&p->pr_bitmap, offset, count);
+      if (p->pr_gen > 0) {      /* a peer we know: it is behind now */
+        p->pr_disk = REPL_DISK_OUTDATED;
+        p->pr_disk_known = true;
+      }
+    }
     return 0;
   }
 

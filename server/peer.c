@@ -574,6 +574,7 @@ peer_thread (void *arg)
   for (;;) {
     struct repl_hello hello;
     uint64_t gen;
+    bool primary;
     int fd = establish (p, &hello);
     struct timeval tv;
 
@@ -655,6 +656,7 @@ peer_thread (void *arg)
     sync_on_connect (p, gen, &hello);
     peer_receive_loop (p, gen, fd);
 
+    primary = node_role (node) == REPL_ROLE_PRIMARY;
     pthread_mutex_lock (&p->pr_lock);
     /* The receive loop only returns after peer_fail. */
     assert (p->pr_state == CONN_DISCONNECTING);
@@ -662,9 +664,12 @@ peer_thread (void *arg)
     peer_set_conn_locked (p, CONN_CONNECTING);
     p->pr_fd = -1;
     peer_set_repl_locked (p, REPL_OFF);
-    if (node_role (node) == REPL_ROLE_PRIMARY && p->pr_disk_known)
-      p->pr_disk = bitmap_count (&p->pr_bitmap) > 0
-        ? REPL_DISK_OUTDATED : p->pr_disk;
+    /* What we know of its disk from now on: Outdated if it lacks writes
+     * of ours, a Primary's (the write path marks that too); else nothing. */
+    if (primary && bitmap_count (&p->pr_bitmap) > 0)
+      p->pr_disk = REPL_DISK_OUTDATED;
+    else
+      p->pr_disk_known = false;
     pthread_cond_broadcast (&p->pr_cond);
     pthread_mutex_unlock (&p->pr_lock);
     close (fd);
