@@ -4,12 +4,15 @@
  * The connection's state machine lives in server/ (peer.c, listener.c,
  * peer-sync.c, peer-receive.c) and needs threads, sockets and a running
  * node, so this harness runs the pure part of it: the same common/
- * decode and check functions the receiver calls, in the same order,
- * with the little state they need (our role, the peer's role, the next
- * sequence number, the bitmap being received) kept here as the engine
- * keeps it.  Where the engine's own check is a few lines of server/
- * code (BITMAP offsets, STATE values, the ACK window), it is repeated
- * here, marked with the function it mirrors.
+ * decode and check functions the receiver calls, in the same order, the
+ * real decision at connect (decide.c decide_connect) and the real
+ * replication state machine (repl-state.c: which message may arrive in
+ * which state, which transition is allowed), with the little state they
+ * need (our role, the peer's role, the next sequence number, the bitmap
+ * being received) kept here as the engine keeps it.  Where the engine's
+ * own check is a few lines of server/ code (BITMAP offsets, STATE
+ * values, the ACK window), it is repeated here, marked with the
+ * function it mirrors.
  *
  * Input:
  *   byte 0     bit 0: this node is Primary; bits 1-2: our generation
@@ -36,7 +39,9 @@
 #include <string.h>
 
 #include "bitmap.h"
+#include "decide.h"
 #include "fuzz.h"
+#include "repl-state.h"
 #include "uuid-compare.h"
 #include "wire.h"
 
@@ -102,47 +107,89 @@ consistent (const struct gen_uuids *u)
          u->gu_current != UUID_JUST_CREATED;
 }
 
-/* gen_decide's comparison, with the promises of uuid-compare.h: the
- * peer, comparing the other way round, reaches the mirror image, and
- * neither side is a sync source with a disk that is not Consistent. */
-static enum uuid_decision
-decide (const struct gen_uuids *local, const struct gen_uuids *peer)
+/* generation.c gen_decide: decide.c's decision, with the promises of
+ * uuid-compare.h: the peer, comparing the other way round, reaches the
+ * mirror image, and neither side is a sync source with a disk that is
+ * not Consistent; a Primary is never the target.  Returns the decision,
+ * or -1 if the connection is refused. */
+static int
+decide (const struct gen_uuids *local, const struct gen_uuids *peer,
+        bool we_primary, bool peer_primary, uint32_t peer_changes)
 {
-  enum uuid_decision d, dm;
-  int rule, rule_m;
+  struct connect_case cc = {
+    .cc_our_id = OUR_ID, .cc_peer_id = PEER_ID,
+    .cc_we_primary = we_primary, .cc_peer_primary = peer_primary,
+    .cc_peer_changes = peer_changes,
+  };
+  struct connect_decision cd;
+  enum uuid_decision dm;
+  int rule_m;
 
-  d = uuid_compare (local, peer, &rule);
+  decide_connect (local, peer, &cc, &cd);
   dm = uuid_compare (peer, local, &rule_m);
-  FUZZ_CHECK (d <= UUID_DECISION_MAX);
-  FUZZ_CHECK (dm == uuid_decision_mirror (d));
-  FUZZ_CHECK (strcmp (uuid_rule_name (rule), "unknown") != 0);
-  FUZZ_CHECK (!uuid_decision_is_source (d) || consistent (local));
-  FUZZ_CHECK (!uuid_decision_is_target (d) || consistent (peer));
-  if (d == UUID_SYNC_BITMAP_TIEBREAK)
-    d = OUR_ID < PEER_ID ? UUID_SYNC_SOURCE_BITMAP : UUID_SYNC_TARGET_BITMAP;
-  return d;
+  FUZZ_CHECK (cd.cd_decision <= UUID_DECISION_MAX);
+  FUZZ_CHECK (cd.cd_decision != UUID_SYNC_BITMAP_TIEBREAK);
+  FUZZ_CHECK (dm == uuid_decision_mirror (cd.cd_decision) ||
+              dm == UUID_SYNC_BITMAP_TIEBREAK);
+  FUZZ_CHECK (strcmp (uuid_rule_name (cd.cd_rule), "unknown") != 0);
+  FUZZ_CHECK (!uuid_decision_is_source (cd.cd_decision) || consistent (local));
+  FUZZ_CHECK (!uuid_decision_is_target (cd.cd_decision) || consistent (peer));
+  if (cd.cd_verdict != CONNECT)
+    return -1;
+  FUZZ_CHECK (!(we_primary && uuid_decision_is_target (cd.cd_decision)));
+  FUZZ_CHECK (!(peer_primary && uuid_decision_is_source (cd.cd_decision)));
+  return cd.cd_decision;
+}
+
+/* state.c peer_set_repl_locked: only along the table. */
+static void
+set_repl (enum repl_state *s, enum repl_state to)
+{
+  if (*s == to)
+    return;
+  FUZZ_CHECK (repl_state_may (*s, to));
+  *s = to;
 }
 
 struct conn {
   bool we_primary;
+  bool peer_diskless;
   uint32_t peer_role;
+  int decision;                 /* enum uuid_decision */
+  enum repl_state repl;
   uint64_t size;
   uint32_t gran;
   uint64_t expect_seq;          /* next data message from the primary */
   uint64_t ring_first, ring_count;      /* our messages awaiting ACK */
-  bool bitmap_pending;
   uint64_t bitmap_rx_bytes;
   struct bitmap bm;
 };
 
-/* peer-receive.c check_data and apply.  false: the connection ends. */
+/* secondary.c secondary_check (may_feed_us): resyncs from any storage
+ * peer, never to a Primary; the rest from our Primary. */
+static bool
+may_feed_us (const struct conn *c, unsigned type)
+{
+  if (c->we_primary)
+    return false;
+  switch (type) {
+  case REPL_MSG_RESYNC_START: case REPL_MSG_RESYNC_DATA:
+  case REPL_MSG_RESYNC_DONE: case REPL_MSG_VERIFY_REQ:
+    return !c->peer_diskless;
+  default:
+    return c->peer_role == REPL_ROLE_PRIMARY;
+  }
+}
+
+/* peer-receive.c secondary_check and the secondary_apply_* handlers.
+ * false: the connection ends. */
 static bool
 data_message (struct conn *c, const struct repl_hdr *h,
               const uint8_t *payload)
 {
   char err[256];
 
-  if (c->peer_role != REPL_ROLE_PRIMARY || c->we_primary)
+  if (!may_feed_us (c, h->type))
     return false;
   if (h->seq != c->expect_seq)
     return false;
@@ -188,8 +235,14 @@ data_message (struct conn *c, const struct repl_hdr *h,
   }
   case REPL_MSG_READ_REQ:       /* forward.c forward_handle_read */
     break;
+  case REPL_MSG_RESYNC_START:  /* secondary_apply_resync_start */
+    if (c->decision < 0 || uuid_decision_is_source (c->decision))
+      return false;
+    set_repl (&c->repl, REPL_SYNC_TARGET);
+    break;
   case REPL_MSG_RESYNC_DONE:
     bitmap_clear_all (&c->bm);
+    set_repl (&c->repl, REPL_ESTABLISHED);
     break;
   default:
     break;
@@ -205,7 +258,7 @@ bitmap_message (struct conn *c, const struct repl_hdr *h,
 {
   uint64_t nwords = (c->bm.bm_nbits + 63) / 64, i, first;
 
-  if (!(c->bitmap_pending && h->offset % 8 == 0 &&
+  if (!(c->repl == REPL_WF_BITMAP_S && h->offset % 8 == 0 &&
         h->offset == c->bitmap_rx_bytes &&
         h->offset / 8 + h->length / 8 <= nwords))
     return false;
@@ -244,6 +297,9 @@ message (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
 {
   char err[256];
 
+  /* peer-receive.c check_state: only in the states where it may come. */
+  if (!repl_state_accepts (h->type, c->repl))
+    return false;
   if (wire_type_sequenced (h->type))
     return data_message (c, h, payload);
 
@@ -273,10 +329,9 @@ message (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
   case REPL_MSG_BITMAP_DONE: {
     uint64_t nwords = (c->bm.bm_nbits + 63) / 64;
 
-    if (!(c->bitmap_pending && c->bitmap_rx_bytes == nwords * 8 &&
-          h->offset == nwords * 8))
+    if (!(c->bitmap_rx_bytes == nwords * 8 && h->offset == nwords * 8))
       return false;
-    c->bitmap_pending = false;
+    set_repl (&c->repl, REPL_SYNC_SOURCE);
     return true;
   }
   case REPL_MSG_ACK:            /* peer-receive.c handle_ack */
@@ -310,7 +365,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   struct gen_uuids local, peer;
   struct repl_hdr h;
   struct repl_hello hello;
-  enum uuid_decision d;
+  int d;
   bool diskless;
   char err[256], why[256];
   size_t pos = 1;
@@ -387,8 +442,9 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     peer = from_wire (&hello.uuids);
     if (uuid_check (&peer, why, sizeof why) == -1)
       return 0;
-    d = decide (&local, &peer);
-    if (uuid_decision_refuses (d))
+    d = decide (&local, &peer, c.we_primary,
+                hello.role == REPL_ROLE_PRIMARY, hello.uuids.changes);
+    if (d == -1)
       return 0;
   }
 
@@ -396,14 +452,23 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   if (bitmap_init (&c.bm, c.size, c.gran) == -1)
     return 0;
   c.peer_role = hello.role;
+  c.peer_diskless = diskless;
+  c.decision = diskless ? -1 : d;
   c.expect_seq = 1;
   if (c.we_primary) {
     c.ring_first = 1;
     c.ring_count = WINDOW;
   }
-  c.bitmap_pending = !diskless && c.we_primary &&
-    (uuid_decision_is_source (d) ||
-     (d == UUID_NO_SYNC && hello.uuids.changes > 0));
+  /* peer.c peer_thread: Established; peer-sync.c sync_on_connect: a
+   * source waits for the target's bitmap, a target sends its own. */
+  c.repl = REPL_OFF;
+  set_repl (&c.repl, REPL_ESTABLISHED);
+  if (!diskless && c.we_primary &&
+      (uuid_decision_is_source (d) ||
+       (d == UUID_NO_SYNC && hello.uuids.changes > 0)))
+    set_repl (&c.repl, REPL_WF_BITMAP_S);
+  else if (!diskless && !c.we_primary && uuid_decision_is_target (d))
+    set_repl (&c.repl, REPL_WF_BITMAP_T);
 
   /* peer-receive.c handle_batch. */
   while (size - pos >= REPL_HDR_SIZE) {
