@@ -86,6 +86,24 @@ decide_split_brain_loser (const struct connect_case *c,
   return we_lose ? SB_WE_LOSE : SB_PEER_LOSES;
 }
 
+int
+decide_pair_source (bool we_uptodate, bool peer_uptodate, uint64_t ours,
+                    uint64_t theirs, bool we_lower)
+{
+  if (ours == 0 && theirs == 0)
+    return 0;
+  if (we_uptodate && peer_uptodate) {
+    if (ours > 0 && (theirs == 0 || we_lower))
+      return 1;
+    return -1;
+  }
+  if (we_uptodate)
+    return 1;
+  if (peer_uptodate)
+    return -1;
+  return 0;
+}
+
 void
 decide_connect (const struct gen_uuids *local, const struct gen_uuids *peer,
                 const struct connect_case *c, struct connect_decision *out)

@@ -93,6 +93,18 @@ extern void decide_connect (const struct gen_uuids *local,
                             const struct connect_case *c,
                             struct connect_decision *out);
 
+/* Two storage secondaries with no storage Primary, in the same
+ * generation (no-sync), each with a count of chunks it marked for the
+ * other: who resyncs whom?  Only an UpToDate node is a source.  Both
+ * UpToDate: whoever marked chunks sends them; if both did, the lower id
+ * takes the other's marks too and sends all.  One UpToDate: it sends
+ * what either marked.  Both sides reach the mirror answer from the
+ * numbers their HELLO_STATEs announced.  Returns 1 (we are the
+ * source), -1 (the peer is), 0 (no resync). */
+extern int decide_pair_source (bool we_uptodate, bool peer_uptodate,
+                               uint64_t ours, uint64_t theirs,
+                               bool we_lower);
+
 /* The split-brain policy's verdict alone (part of decide_connect):
  * both nodes come to the same answer, seeing the same roles and the
  * same two change counts.  A primary's data is what its clients see:

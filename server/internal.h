@@ -246,6 +246,7 @@ struct peer {
   uint64_t pr_hello_changes;    /* the change count our last HELLO_STATE
                                    told the peer: what it expects a
                                    bitmap of */
+  enum repl_disk_state pr_hello_disk; /* ... and our disk state */
   bool pr_says_primary;         /* its last HELLO_STATE or STATE said
                                    Primary (role.c: role=primary at
                                    start) */

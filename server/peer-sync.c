@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "decide.h"
 #include "internal.h"
 #include "log.h"
 
@@ -108,6 +109,31 @@ drop_marks_between_secondaries (struct peer *p)
   return meta_write_peer_bitmap (node, p);
 }
 
+/* Did our HELLO_STATE to p say UpToDate? */
+static bool
+announced_uptodate (struct peer *p)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+  return p->pr_hello_disk == REPL_DISK_UPTODATE;
+}
+
+/* decide_pair_source for this connection, from what the two
+ * HELLO_STATEs announced. */
+static int
+pair_source (struct peer *p, const struct repl_hello *h)
+{
+  bool we_up, lower = p->pr_node->n_self->nc_id < p->pr_cfg->nc_id;
+  uint64_t ours;
+
+  pthread_mutex_lock (&p->pr_lock);
+  we_up = p->pr_hello_disk == REPL_DISK_UPTODATE;
+  ours = p->pr_hello_changes > UINT32_MAX ? UINT32_MAX
+                                          : p->pr_hello_changes;
+  pthread_mutex_unlock (&p->pr_lock);
+  return decide_pair_source (we_up, h->disk_state == REPL_DISK_UPTODATE,
+                             ours, h->uuids.changes, lower);
+}
+
 /* This node learnt that a peer has newer data: an UpToDate disk becomes
  * Outdated, in the metadata too (a restart keeps it). */
 static int
@@ -148,7 +174,6 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
    * other (nobody else has data to resync them from). */
   bool pair = !we_primary && h->role != REPL_ROLE_PRIMARY &&
               node_no_storage_primary (node);
-  bool lower = node->n_self->nc_id < p->pr_cfg->nc_id;
 
   /* The same decision the handshake checked; the state may have moved
    * on since, so it may now refuse. */
@@ -169,7 +194,10 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   p->pr_split_brain = false;
   pthread_mutex_unlock (&p->pr_lock);
 
-  if ((we_primary || pair) && uuid_decision_is_source (d)) {
+  /* A source is a Primary, or an UpToDate secondary with no Primary
+   * (an Outdated one would pass on data it knows to be old). */
+  if ((we_primary || (pair && announced_uptodate (p))) &&
+      uuid_decision_is_source (d)) {
     if (uuid_decision_is_full (d)) {
       pthread_mutex_lock (&p->pr_lock);
       bitmap_set_all (&p->pr_bitmap);
@@ -182,19 +210,15 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
     resync = true;
   }
   else if (pair && d == UUID_NO_SYNC) {
-    /* Two storage secondaries in the same generation: whoever marked
-     * chunks the other lacks sends them; if both did, the lower id
-     * takes the other's marks too and sends all. */
-    uint64_t ours;
-
-    pthread_mutex_lock (&p->pr_lock);
-    ours = bitmap_count (&p->pr_bitmap);
-    pthread_mutex_unlock (&p->pr_lock);
-    resync = ours > 0 && (h->uuids.changes == 0 || lower);
+    /* Two storage secondaries in the same generation: an UpToDate one
+     * sends what was marked (decide_pair_source), from the numbers both
+     * HELLO_STATEs announced. */
+    resync = pair_source (p, h) == 1;
     if (resync)
       log_info ("peer %s: in the same generation, but chunks are marked "
                 "out of sync (%" PRIu64 " here, %" PRIu32 " there): "
-                "resyncing them from here", name, ours, h->uuids.changes);
+                "resyncing them from here", name, p->pr_hello_changes,
+                h->uuids.changes);
   }
   else if (d == UUID_NO_SYNC && !we_primary && h->role != REPL_ROLE_PRIMARY &&
            h->disk_state == REPL_DISK_UPTODATE &&
@@ -254,9 +278,11 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
     pthread_mutex_unlock (&p->pr_lock);
     /* Between two storage secondaries the lower id resyncs what either
      * has marked in the same generation. */
-    if (uuid_decision_is_target (d) ||
-        (d == UUID_NO_SYNC && mine &&
-         (!pair || (!lower && h->uuids.changes > 0)))) {
+    if ((uuid_decision_is_target (d) &&
+         (h->role == REPL_ROLE_PRIMARY ||
+          h->disk_state == REPL_DISK_UPTODATE)) ||
+        (d == UUID_NO_SYNC &&
+         mine && (!pair || pair_source (p, h) == -1))) {
       /* One source at a time: a second one waits until the first is
        * done (then both decide again); a primary goes first. */
       if (!sync_claim_source (p, h->role == REPL_ROLE_PRIMARY)) {

@@ -309,6 +309,7 @@ send_hello_state (struct peer *p, int fd)
   changes = bitmap_count (&p->pr_bitmap);
   p->pr_hello_uuids = u;
   p->pr_hello_changes = changes;
+  p->pr_hello_disk = hello.disk_state;
   pthread_mutex_unlock (&p->pr_lock);
   hello.uuids.changes = changes > UINT32_MAX ? UINT32_MAX : changes;
 

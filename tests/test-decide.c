@@ -172,6 +172,43 @@ START_TEST (test_primary_never_behind)
 }
 END_TEST
 
+/* Two secondaries in the same generation with marks: an UpToDate source
+ * only; the two sides agree. */
+START_TEST (test_pair_source)
+{
+  bool a, b, lower;
+  uint64_t ours, theirs;
+
+  ck_assert_int_eq (decide_pair_source (true, true, 0, 0, true), 0);
+  ck_assert_int_eq (decide_pair_source (true, true, 5, 0, false), 1);
+  ck_assert_int_eq (decide_pair_source (true, true, 0, 5, true), -1);
+  ck_assert_int_eq (decide_pair_source (true, true, 5, 5, true), 1);
+  ck_assert_int_eq (decide_pair_source (true, true, 5, 5, false), -1);
+  /* Never from a disk that is not UpToDate: two fresh nodes, both
+   * marked all, resync nothing between them. */
+  ck_assert_int_eq (decide_pair_source (false, false, 9, 9, true), 0);
+  ck_assert_int_eq (decide_pair_source (false, true, 9, 0, true), -1);
+  ck_assert_int_eq (decide_pair_source (true, false, 0, 9, false), 1);
+  for (a = false; ; a = true) {
+    for (b = false; ; b = true) {
+      for (lower = false; ; lower = true) {
+        for (ours = 0; ours < 3; ours++)
+          for (theirs = 0; theirs < 3; theirs++) {
+            int us = decide_pair_source (a, b, ours, theirs, lower);
+            int them = decide_pair_source (b, a, theirs, ours, !lower);
+            ck_assert_int_eq (us, -them);
+            ck_assert (us != 1 || a);
+            ck_assert (us != -1 || b);
+          }
+        if (lower) break;
+      }
+      if (b) break;
+    }
+    if (a) break;
+  }
+}
+END_TEST
+
 static Suite *
 decide_suite (void)
 {
@@ -182,6 +219,7 @@ decide_suite (void)
   tcase_add_test (tc, test_promote);
   tcase_add_test (tc, test_split_brain);
   tcase_add_test (tc, test_primary_never_behind);
+  tcase_add_test (tc, test_pair_source);
   suite_add_tcase (s, tc);
   return s;
 }
