@@ -3,7 +3,8 @@
 # Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
 #
 #   fault-random.py [--seed N] [--nodes 2|3] [--diskless] [--duration SECS]
-#                   [--faults kill,stop,partition,promote] [--keep] ...
+#                   [--faults kill,stop,partition,promote] [--keep]
+#                   [--converge SECS] [--rate N] [--blocks N] [--mode M]
 #
 # Builds network namespaces (as scripts/netns.sh does, named with this
 # process's pid, deleted at the end however it ends), starts one real
@@ -143,7 +144,7 @@ class Driver:
             self.nodes.append(Node("client", len(names), diskless=True))
         self.chosen = self.nodes[-1] if a.diskless else self.storage[0]
         self.writer = None
-        self.t0 = time.monotonic()
+        self.t0 = None              # when the writer started
         self.active = []            # faults in force
         self.failovers = []         # pending failover attempts
         self.said = {}              # last message per (node, topic)
@@ -152,7 +153,8 @@ class Driver:
     # ---- output ----
 
     def say(self, msg):
-        print(f"[{time.monotonic() - self.t0:7.1f}s] {msg}", flush=True)
+        when = f"{self.now():7.1f}s" if self.t0 else "  setup"
+        print(f"[{when}] {msg}", flush=True)
 
     def say_once(self, key, msg):
         if self.said.get(key) != msg:
@@ -449,7 +451,7 @@ class Driver:
         secs = self.a.duration + self.a.converge + 60
         cmd = prefix + [self.a.ackwrite, "-l", self.path("writer.log"),
                         "-c", str(self.a.blocks), "-t", str(secs),
-                        "-s", str(self.a.seed), "-T", "8"]
+                        "-s", str(self.a.seed), "-T", "8", "-m", self.a.mode]
         if self.a.rate:
             cmd += ["-R", str(self.a.rate)]
         self.writer = subprocess.Popen(cmd + uris, stdout=subprocess.PIPE,
@@ -557,7 +559,8 @@ class Driver:
         self.stop_nodes()
         sb = self.split_brains()
         if sb:
-            self.problems.append("split brain reported: " + "; ".join(sb[:3]))
+            self.problems.append("split brain reported: " +
+                                 "; ".join(l[:300] for l in sb[:3]))
         if not self.check(compare=why is None):
             self.problems.append("the checker found violations")
         with open(self.path("writer.log")) as f:
@@ -605,6 +608,8 @@ def main():
                     help="seconds to wait for the healed cluster to sync")
     ap.add_argument("--rate", type=float, default=500, help="writes a second (0: no limit)")
     ap.add_argument("--blocks", type=int, default=1024, help="blocks written to")
+    ap.add_argument("--mode", choices=("plain", "fua", "flush"), default="plain",
+                    help="what acknowledges a write (ackwrite -m)")
     ap.add_argument("--size-mb", type=int, default=16)
     ap.add_argument("--keep", action="store_true", help="keep the directory")
     a = ap.parse_args()
