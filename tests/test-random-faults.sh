@@ -75,6 +75,7 @@ classes=${FAULT_CLASSES:-partition}
 secs=${FAULT_SECONDS:-40}
 runs=${FAULT_RUNS:-2}
 nodes=${FAULT_NODES:-3}
+[ -z "${FAULT_DISKLESS:-}" ] || nodes=2     # a diskless node takes 2 storage nodes
 seeds=${FAULT_SEEDS:-$(for (( i=0; i<runs; i++ )); do echo $((RANDOM * 32768 + RANDOM + 1)); done)}
 failed=()
 for seed in $seeds; do
