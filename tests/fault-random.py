@@ -630,10 +630,14 @@ def main():
           f"faults {','.join(a.faults) or 'none'}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     d = Driver(a)
+    interrupted = False
     try:
         d.main_loop()
     except (RuntimeError, OSError) as e:
         d.problems.append(f"driver: {e}")
+    except (KeyboardInterrupt, SystemExit):
+        interrupted = True
+        d.problems.append("interrupted")
     finally:
         d.cleanup()
     if d.problems:
@@ -646,7 +650,7 @@ def main():
         print(f"fault-random: files kept in {d.tmp}")
     else:
         shutil.rmtree(d.tmp, ignore_errors=True)
-    return 1 if d.problems else 0
+    return 130 if interrupted else 1 if d.problems else 0
 
 
 if __name__ == "__main__":
