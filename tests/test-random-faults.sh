@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Random faults under an acknowledged-write load (tests/fault-random.py):
+# nodes killed, frozen and cut off while tests/ackwrite writes through
+# the primary; after the faults are healed the cluster must converge
+# without split brain, and tests/ackcheck.py must find every
+# acknowledged write on every disk and the disks identical.
+#
+# First the checker is shown to catch what it is for (a stale replica,
+# a torn block, a misdirected block), on a plain nbdkit file export.
+#
+# The short run (CI) uses only the fault classes that the engine
+# survives today.  A long one, on demand:
+#   FAULT_SECONDS=600 FAULT_RUNS=20 tests/test-random-faults.sh
+# Other knobs: FAULT_CLASSES (kill,stop,partition,promote), FAULT_NODES
+# (2 or 3), FAULT_DISKLESS=1, FAULT_SEEDS="7 8 9" (instead of random
+# seeds; a failing seed replays the same schedule).
+source "$(dirname "$0")/functions.sh"
+requires ip -V
+requires nbdkit file --version
+[ "$(id -u)" -eq 0 ] || { echo "$test_name: SKIP: needs root for network namespaces"; exit 77; }
+ip netns add "nbdrepl-rf-probe-$$" 2>/dev/null ||
+    { echo "$test_name: SKIP: network namespaces unavailable"; exit 77; }
+ip netns del "nbdrepl-rf-probe-$$"
+
+ACKWRITE="$builddir/tests/ackwrite"
+ACKCHECK="$(dirname "$0")/ackcheck.py"
+[ -x "$ACKWRITE" ] || fail "$ACKWRITE is not built (make tests/ackwrite)"
+
+# ---- the checker catches what it must ----
+img="$tmpdir/plain.img"
+truncate -s 4M "$img"
+nbdkit -f -U "$tmpdir/plain.sock" file "$img" >>"$tmpdir/plain.log" 2>&1 &
+PID[plain]=$!
+cleanup_fn "stop_node plain"
+for (( i=0; i<100; i++ )); do [ -S "$tmpdir/plain.sock" ] && break; sleep 0.1; done
+uri="nbd+unix:///?socket=$tmpdir/plain.sock"
+"$ACKWRITE" -l "$tmpdir/w.log" -c 256 -n 2000 -t 30 "$uri" >/dev/null ||
+    fail "ackwrite against a plain file export failed"
+cp "$img" "$tmpdir/stale.img"
+"$ACKWRITE" -l "$tmpdir/w.log" -c 256 -n 2000 -t 30 "$uri" >/dev/null ||
+    fail "the second ackwrite run failed"
+stop_node plain
+/usr/bin/python3 "$ACKCHECK" --log "$tmpdir/w.log" "$img" >"$tmpdir/ok.out" ||
+    fail "the checker rejects a good disk: $(cat "$tmpdir/ok.out")"
+expect_violation ()     # expect_violation PATTERN DISK...
+{
+    local pattern=$1; shift
+    if /usr/bin/python3 "$ACKCHECK" --log "$tmpdir/w.log" "$@" >"$tmpdir/bad.out"; then
+        fail "the checker passed what should be '$pattern'"
+    fi
+    grep -q -- "$pattern" "$tmpdir/bad.out" ||
+        fail "the checker did not say '$pattern': $(head -n 3 "$tmpdir/bad.out")"
+}
+expect_violation "lost ack" "$tmpdir/stale.img"
+expect_violation "divergence" "$img" "$tmpdir/stale.img"
+# The last acknowledged block, torn; then written over another one.
+last=$(awk '$1 == "ack" { b = $2 } END { print b }' "$tmpdir/w.log")
+other=$(awk -v l="$last" '$1 == "ack" && $2 != l { b = $2 } END { print b }' "$tmpdir/w.log")
+cp "$img" "$tmpdir/torn.img"
+printf 'X' | dd of="$tmpdir/torn.img" bs=1 seek=$((last * 4096 + 2000)) conv=notrunc status=none
+expect_violation "block $last: torn" "$tmpdir/torn.img"
+cp "$img" "$tmpdir/moved.img"
+dd if="$img" of="$tmpdir/moved.img" bs=4096 skip="$last" seek="$other" count=1 conv=notrunc status=none
+expect_violation "block $other: misdirected" "$tmpdir/moved.img"
+info "ok: the checker finds lost, torn and misdirected writes and divergence"
+
+# ---- random faults ----
+# Only the class the engine survives today: with 3 nodes, kill (a
+# restarted crashed primary never resyncs its activity log), stop (a
+# split brain between two secondaries after overlapping freezes) and
+# promote (split brain, acknowledged writes lost on a replica that
+# reports itself in sync) still fail for some seeds.  Widen this as the
+# engine is fixed.
+classes=${FAULT_CLASSES:-partition}
+secs=${FAULT_SECONDS:-40}
+runs=${FAULT_RUNS:-2}
+nodes=${FAULT_NODES:-3}
+[ -z "${FAULT_DISKLESS:-}" ] || nodes=2     # a diskless node takes 2 storage nodes
+seeds=${FAULT_SEEDS:-$(for (( i=0; i<runs; i++ )); do echo $((RANDOM * 32768 + RANDOM + 1)); done)}
+failed=()
+for seed in $seeds; do
+    if ! timeout $((secs + 400)) /usr/bin/python3 "$(dirname "$0")/fault-random.py" \
+            --seed "$seed" --nodes "$nodes" ${FAULT_DISKLESS:+--diskless} \
+            --duration "$secs" --faults "$classes" >"$tmpdir/run-$seed.out" 2>&1; then
+        failed+=("$seed")
+        grep -v "refusing client" "$tmpdir/run-$seed.out" | tail -n 60
+    fi
+    grep "seed $seed: \(PASS\|FAIL\)" "$tmpdir/run-$seed.out" || echo "seed $seed: no verdict"
+done
+[ ${#failed[@]} -eq 0 ] ||
+    fail "faults $classes, $nodes nodes: failed with seeds ${failed[*]}"
+info "ok: $(wc -w <<<"$seeds") runs of ${secs}s ($classes, $nodes nodes): every acknowledged write kept, replicas identical"
