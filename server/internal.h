@@ -636,7 +636,7 @@ struct repl_node {
 
 /* worker.c */
 #define WORK_ANNOUNCE 0x1       /* STATE to every connected peer */
-#define WORK_UUIDS_DISKLESS 0x2 /* UUIDS to every connected diskless peer */
+#define WORK_UUIDS 0x2          /* UUIDS to every connected peer */
 extern void worker_post (struct repl_node *node, unsigned work);
 extern void *worker_thread (void *arg);
 

@@ -414,6 +414,8 @@ reconcile (struct repl_node *node, struct peer *primary)
   free (ext);
 }
 
+static int check_newer_peer (struct peer *q);
+
 /* The connection to p was lost. */
 void
 sync_on_lost (struct peer *p)
@@ -429,6 +431,16 @@ sync_on_lost (struct peer *p)
   if (!node->n_diskless && was_primary && !goodbye &&
       node_role (node) != REPL_ROLE_PRIMARY)
     reconcile (node, p);
+  /* No Primary to follow now: are the others ahead of us? */
+  if (was_primary && !node->n_diskless) {
+    size_t i;
+
+    for (i = 0; i < node->n_npeers; i++)
+      if (node->n_peers[i] != p &&
+          check_newer_peer (node->n_peers[i]) == -1)
+        log_error ("peer %s: cannot write metadata",
+                   node->n_peers[i]->pr_cfg->nc_name);
+  }
   if (node_role (node) != REPL_ROLE_PRIMARY || node->n_diskless ||
       p->pr_cfg->nc_diskless)
     return;
@@ -446,6 +458,7 @@ sync_follow_primary (struct peer *p)
 {
   struct repl_node *node = p->pr_node;
   enum repl_disk_state disk;
+  struct gen_uuids ours;
   bool follow;
   uint64_t current;
 
@@ -464,7 +477,47 @@ sync_follow_primary (struct peer *p)
   pthread_mutex_unlock (&node->n_lock);
   if (!follow)
     return 0;
-  return gen_adopt_current (node, p, current);
+  gen_view (node, p, &ours);
+  if (ours.gu_current == current)
+    return 0;
+  if (gen_adopt_current (node, p, current) == -1)
+    return -1;
+  worker_post (node, WORK_UUIDS);      /* the other secondaries learn it */
+  return 0;
+}
+
+/* A storage peer q that is not our primary tells us its UUIDs (UUIDS,
+ * or we have just lost our primary and look again at what q told us):
+ * with no storage Primary to follow, an UpToDate node whose peer holds
+ * newer data, grown out of our generation, is Outdated from now on, and
+ * is not promoted without --force (a secondary cut off from the primary
+ * while the primary kept writing with the others).  With a Primary, its
+ * generation is ours to follow instead.  Returns 0, or -1 if the
+ * metadata cannot be written. */
+static int
+check_newer_peer (struct peer *q)
+{
+  struct repl_node *node = q->pr_node;
+  struct gen_uuids ours, theirs;
+  bool connected;
+  int rule;
+
+  if (node->n_diskless || q->pr_peer_diskless ||
+      !node_no_storage_primary (node))
+    return 0;
+  pthread_mutex_lock (&q->pr_lock);
+  connected = q->pr_state == CONN_CONNECTED;
+  theirs = q->pr_peer_uuids;
+  pthread_mutex_unlock (&q->pr_lock);
+  if (!connected)
+    return 0;
+  gen_view (node, q, &ours);
+  if (!uuid_decision_is_target (uuid_compare (&ours, &theirs, &rule)))
+    return 0;
+  log_info ("peer %s: holds newer data (current %016" PRIx64 ", rule %d: "
+            "%s)", q->pr_cfg->nc_name, theirs.gu_current, rule,
+            uuid_rule_name (rule));
+  return outdate (node);
 }
 
 /* A generation message from the peer.  Returns 0, or -1 once the
@@ -500,7 +553,7 @@ sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
       diskless_peer_uuids (node, p);
       return 0;
     }
-    if (sync_follow_primary (p) == -1) {
+    if (sync_follow_primary (p) == -1 || check_newer_peer (p) == -1) {
       peer_fail (p, gen, "cannot write metadata");
       return -1;
     }

@@ -241,6 +241,14 @@ secondary_apply_resync_start (struct peer *p, uint64_t gen,
                : uuid_decision_name (d));
     return -1;
   }
+  /* While we follow a storage Primary, only it resyncs us: a
+   * secondary's resync would race the Primary's writes to us (and its
+   * end would set our generation back to the secondary's). */
+  if (p->pr_role != REPL_ROLE_PRIMARY && !node_no_storage_primary (node)) {
+    peer_fail (p, gen, "RESYNC_START from a secondary while this node "
+               "follows a Primary; reconnecting");
+    return -1;
+  }
   if (!sync_claim_source (p, p->pr_role == REPL_ROLE_PRIMARY)) {
     peer_fail (p, gen, "RESYNC_START while another peer resyncs this "
                "node; reconnecting");
@@ -299,11 +307,11 @@ secondary_apply_resync_done (struct peer *p, uint64_t gen,
   pthread_mutex_lock (&p->pr_lock);
   peer_set_repl_locked (p, REPL_ESTABLISHED);
   pthread_mutex_unlock (&p->pr_lock);
-  /* The source learns our new generation on its own connection; a
-   * diskless primary from the worker (its socket is not ours to wait
+  /* The source learns our new generation on its own connection; the
+   * other peers from the worker (their sockets are not ours to wait
    * on), then that we are UpToDate again (node_set_disk). */
   sync_send_uuids (p);
-  worker_post (node, WORK_UUIDS_DISKLESS);
+  worker_post (node, WORK_UUIDS);
   node_set_disk (node, REPL_DISK_UPTODATE);
   log_info ("peer %s: resync finished, %s", name,
             disk_state_name (REPL_DISK_UPTODATE));

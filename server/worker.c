@@ -6,9 +6,12 @@
  * applies and acknowledges.  Work is posted as bits (worker_post) and
  * coalesced: posting twice before the worker runs does it once.
  *
- *   WORK_UUIDS_DISKLESS  tell every connected diskless peer our
- *                   generation UUIDs (UUIDS), after a resync gave us new
- *                   ones
+ *   WORK_UUIDS      tell every connected peer our generation UUIDs
+ *                   (UUIDS), after they changed on a secondary (a resync
+ *                   ended, or it followed its primary into a new
+ *                   generation): a diskless primary learns that we are in
+ *                   its generation, and the other secondaries whether we
+ *                   are ahead of them
  *   WORK_ANNOUNCE   tell every connected peer our role and disk state
  *                   (STATE), after the disk state changed
  *
@@ -47,10 +50,9 @@ worker_thread (void *arg)
       work = node->n_work;
       node->n_work = 0;
     }
-    if (work & WORK_UUIDS_DISKLESS)
+    if (work & WORK_UUIDS)
       for (i = 0; i < node->n_npeers; i++)
-        if (node->n_peers[i]->pr_cfg->nc_diskless)
-          sync_send_uuids (node->n_peers[i]);
+        sync_send_uuids (node->n_peers[i]);
     if (work & WORK_ANNOUNCE)
       for (i = 0; i < node->n_npeers; i++)
         role_tell_state (node->n_peers[i]);
