@@ -254,8 +254,17 @@ engine_start (struct repl_node *node)
 {
   size_t i;
   int err;
+  enum repl_role role;
+  enum repl_disk_state disk;
+  uint64_t size;
 
   assert (node->n_magic == NODE_MAGIC);
+  /* What this node starts as, for the log line below: once the peer
+   * threads run, they change these under n_lock (the size too, on a
+   * diskless node that learns it from a peer: diskless.c). */
+  role = node->n_role;
+  disk = node->n_disk;
+  size = node->n_vol.vol_size;
   /* Before the ticker starts, which checks it (role.c). */
   node->n_start_deadline_ns = now_ns () +
     node->n_cfg.cf_ping_timeout_ms * UINT64_C (1000000);
@@ -292,9 +301,9 @@ engine_start (struct repl_node *node)
   log_info ("resource %s: node %s (id %u) started as %s, disk %s (%" PRIu64
             " bytes), %zu peer(s), protocol %c",
             node->n_cfg.cf_resource, node->n_self->nc_name,
-            node->n_self->nc_id, role_name (node->n_role),
-            disk_state_name (node->n_disk), node->n_vol.vol_size,
-            node->n_npeers, node->n_cfg.cf_protocol);
+            node->n_self->nc_id, role_name (role),
+            disk_state_name (disk), size, node->n_npeers,
+            node->n_cfg.cf_protocol);
   return 0;
 }
 
