@@ -450,5 +450,8 @@ main (int argc, char **argv)
           " acknowledged, %" PRIu64 " failed in %.1f s\n",
           o.run, seq, acks, fails, now () - start);
   close (log_fd);
+  for (int k = 0; k < o.nuris; k++)
+    free (o.last_error[k]);
+  free (o.last_error);
   return o.stop_on_fail && fails > 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }
