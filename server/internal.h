@@ -465,6 +465,7 @@ extern void sync_send_uuids (struct peer *p);
 extern bool sync_claim_source (struct peer *p, bool preempt);
 extern int sync_follow_primary (struct peer *p);
 extern int drop_marks_between_secondaries (struct peer *p);
+extern int drop_marks_if_copy (struct peer *q);
 extern void sync_release_source (struct peer *p, const char *why);
 extern int sync_handle (struct peer *p, uint64_t gen,
                         const struct repl_hdr *h, const uint8_t *payload);
@@ -637,6 +638,8 @@ struct repl_node {
 /* worker.c */
 #define WORK_ANNOUNCE 0x1       /* STATE to every connected peer */
 #define WORK_UUIDS 0x2          /* UUIDS to every connected peer */
+#define WORK_DROP_MARKS 0x4     /* drop what we marked for secondaries
+                                   that are copies of our Primary too */
 extern void worker_post (struct repl_node *node, unsigned work);
 extern void *worker_thread (void *arg);
 

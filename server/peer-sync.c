@@ -134,6 +134,30 @@ pair_source (struct peer *p, const struct repl_hello *h)
                              ours, h->uuids.changes, lower);
 }
 
+/* drop_marks_between_secondaries for q if it is, as far as we can tell,
+ * a copy of our Primary too: a connected, Established, UpToDate
+ * secondary in our generation.  Returns 0 or -1. */
+int
+drop_marks_if_copy (struct peer *q)
+{
+  struct repl_node *node = q->pr_node;
+  struct gen_uuids ours;
+  bool copy;
+
+  if (node->n_diskless || q->pr_cfg->nc_diskless)
+    return 0;
+  gen_view (node, q, &ours);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+    copy = q->pr_state == CONN_CONNECTED && q->pr_repl == REPL_ESTABLISHED &&
+           q->pr_role != REPL_ROLE_PRIMARY &&
+           q->pr_disk == REPL_DISK_UPTODATE &&
+           q->pr_peer_uuids.gu_current == ours.gu_current &&
+           bitmap_count (&q->pr_bitmap) > 0;
+  }
+  return copy ? drop_marks_between_secondaries (q) : 0;
+}
+
 /* This node learnt that a peer has newer data: an UpToDate disk becomes
  * Outdated, in the metadata too (a restart keeps it). */
 static int
@@ -254,6 +278,11 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
     pthread_cond_signal (&p->pr_resync_cond);
   }
   pthread_mutex_unlock (&p->pr_lock);
+
+  /* Connected to a Primary: the other secondaries that are its copies
+   * need no marks of ours. */
+  if (h->role == REPL_ROLE_PRIMARY)
+    worker_post (node, WORK_DROP_MARKS);
 
   /* A write started a new generation after our hello left (the peer
    * was still away for it): tell the peer now.  The chunks it wrote

@@ -621,5 +621,9 @@ role_handle_state (struct peer *p, uint64_t gen, const struct repl_hdr *h)
     peer_fail (p, gen, "cannot write metadata");
     return -1;
   }
+  /* A new Primary, or a secondary that became UpToDate: our marks for
+   * the Primary's other copies may be moot now. */
+  if (h->offset == REPL_ROLE_PRIMARY || h->seq == REPL_DISK_UPTODATE)
+    worker_post (node, WORK_DROP_MARKS);
   return 0;
 }

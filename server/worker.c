@@ -14,6 +14,11 @@
  *                   are ahead of them
  *   WORK_ANNOUNCE   tell every connected peer our role and disk state
  *                   (STATE), after the disk state changed
+ *   WORK_DROP_MARKS with a storage Primary to follow, drop what we had
+ *                   marked out of sync for the other UpToDate
+ *                   secondaries in our generation
+ *                   (drop_marks_between_secondaries), after we connected
+ *                   to a Primary or it became one
  *
  * In that order when both are posted: a diskless primary takes a storage
  * node as a target once it is in its generation and UpToDate.
@@ -56,5 +61,10 @@ worker_thread (void *arg)
     if (work & WORK_ANNOUNCE)
       for (i = 0; i < node->n_npeers; i++)
         role_tell_state (node->n_peers[i]);
+    if (work & WORK_DROP_MARKS)
+      for (i = 0; i < node->n_npeers; i++)
+        if (drop_marks_if_copy (node->n_peers[i]) == -1)
+          log_error ("peer %s: cannot write its bitmap",
+                     node->n_peers[i]->pr_cfg->nc_name);
   }
 }
