@@ -158,13 +158,17 @@ PY
     fi
     # Every sample at once: the replication states each side showed,
     # and any sample where a showed 0 out of sync while its peer was not
-    # UpToDate (the decision made, so the bitmap is set).
+    # UpToDate (the decision made, so the bitmap is set) and no resync
+    # was running: Established, as the bug showed it.  (SyncSource with
+    # 0 left is the end of the resync: everything sent and acknowledged,
+    # RESYNC_DONE on its way.)
     local summary
     summary=$(jq -s -c '{
         a: (map(.[0].p.replication // empty) | unique),
         b: (map(.[1].p.replication // empty) | unique),
         zero: (map(.[0] | select(.p.connection == "Connected" and
                                  .p.decision != null and
+                                 .p.replication == "Established" and
                                  .p.disk != "UpToDate" and .p.oos == 0))
                | first)}' "$samples")
     info "$name: replication states seen: $summary"
