@@ -43,7 +43,7 @@
  * back to the receive thread (one more wake-up); the receive thread
  * reading for all of them costs less.  Measured on a diskless node:
  * 3% more IOPS at 4k QD16 than letting writers read at any depth, the
- * same at QD1, QD2 and QD4 (bench/RESULTS.md, session 6). */
+ * same at QD1, QD2 and QD4 (bench/RESULTS.md, the d3e9759 results). */
 #define OWN_READ_MAX_UNANSWERED 2
 
 
@@ -70,7 +70,7 @@ send_ack (struct peer *p, uint64_t gen, enum repl_msg_type type,
  * moment to send their next requests, which join the held ones in the
  * same sendmsg: measured on a diskless node at 4k QD16, 5% more IOPS
  * and 3% less CPU per write than sending first (bench/RESULTS.md,
- * session 6).  With nothing held (QD1) pr_lock is not taken again: a
+ * the d3e9759 results).  With nothing held (QD1) pr_lock is not taken again: a
  * write queued meanwhile is held only behind another unanswered
  * message, whose ACK will send it. */
 static void
