@@ -55,7 +55,7 @@ struct peer_snapshot {
   const char *address;
   enum conn_state state;
   bool disk_known;
-  bool ever_connected;
+  bool has_conn;                /* a connection: its fields are known */
   enum repl_role role;
   enum repl_disk_state disk;
   bool resyncing;
@@ -93,14 +93,17 @@ struct node_snapshot {
 static void
 snapshot_peer (struct peer *p, bool we_are_primary, struct peer_snapshot *s)
 {
+  struct conn *c;
+
   pthread_mutex_lock (&p->pr_lock);
   s->name = p->pr_cfg->nc_name;
   s->id = p->pr_cfg->nc_id;
   s->address = p->pr_cfg->nc_address;
   s->state = p->pr_state;
   s->disk_known = p->pr_disk_known;
-  s->ever_connected = p->pr_gen > 0;
-  s->role = p->pr_role;
+  c = p->pr_conn;
+  s->has_conn = c != NULL;
+  s->role = c != NULL ? c->c_role : REPL_ROLE_SECONDARY;
   s->disk = p->pr_disk;
   s->repl = p->pr_repl;
   s->resyncing = peer_resyncing_locked (p);
@@ -115,18 +118,22 @@ snapshot_peer (struct peer *p, bool we_are_primary, struct peer_snapshot *s)
     s->out_of_sync = 0;         /* no data on one side: nothing to lack */
   else
     s->out_of_sync = bitmap_dirty_bytes (&p->pr_bitmap);
-  s->in_flight = p->pr_ring_count;
+  s->in_flight = c != NULL ? c->c_ring_count : 0;
   s->msgs_sent = p->pr_msgs_sent;
   s->bytes_sent = p->pr_bytes_sent;
   s->sends = p->pr_sends;
   s->repl_for_ms = p->pr_repl_since_ns != 0
     ? (now_ns () - p->pr_repl_since_ns) / 1000000 : 0;
   s->connected_for_ms = p->pr_state == CONN_CONNECTED
-    ? (now_ns () - p->pr_connected_ns) / 1000000 : 0;
+    ? (now_ns () - c->c_connected_ns) / 1000000 : 0;
   s->resync_elapsed_ns = s->resyncing
     ? now_ns () - p->pr_resync_start_ns : 0;
-  s->peer_uuids = p->pr_peer_uuids;
-  s->decision = s->ever_connected ? p->pr_decision : -1;
+  if (c != NULL) {
+    s->peer_uuids = c->c_peer_uuids;
+    s->decision = c->c_decision;
+  }
+  else
+    s->decision = -1;
   s->md_slot = p->pr_md_slot;
   s->verify_finished = p->pr_verify_finished;
   s->verify_total = p->pr_verify_total;
@@ -487,7 +494,7 @@ human_peer_gen (struct buf *b, const struct node_snapshot *ns,
   else
     buf_printf (b, "unknown");
   buf_printf (b, "\n");
-  if (s->ever_connected) {
+  if (s->has_conn) {
     buf_printf (b, "    peer-uuids current:");
     buf_uuid (b, u->gu_current, false);
     buf_printf (b, " bitmap:");
@@ -554,7 +561,7 @@ json_peer_gen (struct buf *b, const struct node_snapshot *ns,
   else
     buf_printf (b, "null");
   buf_printf (b, ",\"peer_uuids\":");
-  if (s->ever_connected) {
+  if (s->has_conn) {
     buf_printf (b, "{\"current\":");
     buf_uuid (b, u->gu_current, true);
     buf_printf (b, ",\"bitmap\":");

@@ -62,12 +62,12 @@ node_primary_is_diskless_or_none (struct repl_node *node)
  * size of the first storage node and insists on it after.  Returns 0,
  * or -1 with the reason in err. */
 int
-diskless_check_hello (struct repl_node *node, struct peer *p,
-                      const struct repl_hello *h, char *err, size_t errlen)
+diskless_check_hello (struct repl_node *node, struct conn *c, char *err,
+                      size_t errlen)
 {
+  const struct repl_hello *h = &c->c_hello;
   uint64_t size;
 
-  (void) p;
   if (h->disk_state == REPL_DISK_DISKLESS || !node->n_diskless)
     return 0;                   /* our disk decides nothing about theirs */
   pthread_mutex_lock (&node->n_lock);
@@ -89,27 +89,27 @@ newer (const struct gen_uuids *a, uint64_t b)
   return a->gu_history[0] == b || a->gu_history[1] == b;
 }
 
-/* A storage node connected to us, a diskless node, or told us its
- * UUIDs (pr_lock not held): learn the size, take its generation if it
- * is the newest we know (a node we had counted as current but that is
- * older is then no target any more), and say whether it holds the
+/* A storage node connected to us, a diskless node, on c, or told us
+ * its UUIDs (pr_lock not held): learn the size, take its generation if
+ * it is the newest we know (a node we had counted as current but that
+ * is older is then no target any more), and say whether it holds the
  * current generation. */
 void
-diskless_peer_uuids (struct repl_node *node, struct peer *p)
+diskless_peer_uuids (struct repl_node *node, struct conn *c)
 {
+  struct peer *p = c->c_peer;
   struct gen_uuids u;
   enum repl_disk_state disk;
-  uint64_t size, current;
+  uint64_t size = c->c_hello.size, current;
   bool adopted = false;
   size_t i;
 
-  pthread_mutex_lock (&p->pr_lock);
-  u = p->pr_peer_uuids;
-  disk = p->pr_disk;
-  size = p->pr_peer_size;
-  pthread_mutex_unlock (&p->pr_lock);
-  if (p->pr_peer_diskless)
+  if (c->c_peer_diskless)
     return;
+  pthread_mutex_lock (&p->pr_lock);
+  u = c->c_peer_uuids;
+  disk = p->pr_disk;
+  pthread_mutex_unlock (&p->pr_lock);
 
   pthread_mutex_lock (&node->n_lock);
   if (node->n_vol.vol_size == 0 && size > 0) {
@@ -130,26 +130,31 @@ diskless_peer_uuids (struct repl_node *node, struct peer *p)
   if (adopted)
     for (i = 0; i < node->n_npeers; i++) {
       struct peer *q = node->n_peers[i];
+      struct conn *qc;
+
       pthread_mutex_lock (&q->pr_lock);
-      if (q != p && q->pr_peer_uuids.gu_current != current)
-        q->pr_dl_in_gen = false;
+      qc = peer_conn_locked (q);
+      if (q != p && qc != NULL && qc->c_peer_uuids.gu_current != current)
+        qc->c_dl_in_gen = false;
       pthread_mutex_unlock (&q->pr_lock);
     }
   pthread_mutex_lock (&p->pr_lock);
-  p->pr_dl_in_gen = p->pr_peer_uuids.gu_current == current;
+  c->c_dl_in_gen = c->c_peer_uuids.gu_current == current;
   pthread_mutex_unlock (&p->pr_lock);
 }
 
 /* May we write to and read from storage node p?  pr_lock held.
- * pr_dl_in_gen says it holds the current generation: set when it
+ * c_dl_in_gen says it holds the current generation: set when it
  * connects or reports UUIDs (diskless_peer_uuids) with our current
  * UUID; a new generation started here does not clear it, since every
  * target hears of it (AWAY) before our next write. */
 static bool
-is_target_locked (const struct peer *p)
+is_target_locked (struct peer *p)
 {
-  return !p->pr_peer_diskless && p->pr_state == CONN_CONNECTED &&
-         p->pr_disk == REPL_DISK_UPTODATE && p->pr_dl_in_gen;
+  struct conn *c = peer_conn_locked (p);
+
+  return c != NULL && !c->c_peer_diskless &&
+         p->pr_disk == REPL_DISK_UPTODATE && c->c_dl_in_gen;
 }
 
 /* The storage nodes we may write to and read from now (not those in
@@ -181,27 +186,26 @@ targets (struct repl_node *node, uint32_t skip, struct peer **tg,
 /* Queue AWAY to target p if what it last heard differs.  pr_lock held.
  * The message lives in the peer; one still queued is waited for. */
 static void
-send_away_locked (struct peer *p, uint32_t away, uint64_t fresh)
+send_away_locked (struct conn *c, uint32_t away, uint64_t fresh)
 {
-  uint64_t gen = p->pr_gen;
+  struct peer *p = c->c_peer;
 
-  if (p->pr_dl_sent_away == away &&
-      (fresh == 0 || p->pr_dl_sent_uuid == fresh))
+  if (c->c_dl_sent_away == away &&
+      (fresh == 0 || c->c_dl_sent_uuid == fresh))
     return;
-  while (!p->pr_away_msg.om_done && p->pr_gen == gen &&
-         p->pr_state == CONN_CONNECTED)
+  while (!c->c_away_msg.om_done && !c->c_failed)
     pthread_cond_wait (&p->pr_cond, &p->pr_lock);
-  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
+  if (c->c_failed)
     return;
-  put_be64 (p->pr_away_buf, fresh);
-  out_msg_init (&p->pr_away_msg, REPL_MSG_AWAY, 0, 0, 0, away,
-                p->pr_away_buf, 8);
-  peer_queue_locked (p, &p->pr_away_msg);
-  p->pr_dl_sent_away = away;
+  put_be64 (c->c_away_buf, fresh);
+  out_msg_init (&c->c_away_msg, REPL_MSG_AWAY, 0, 0, 0, away,
+                c->c_away_buf, 8);
+  conn_queue_locked (c, &c->c_away_msg);
+  c->c_dl_sent_away = away;
   if (fresh != 0) {
-    p->pr_dl_sent_uuid = fresh;
+    c->c_dl_sent_uuid = fresh;
     /* It moves to the new generation before our next message. */
-    p->pr_peer_uuids.gu_current = fresh;
+    c->c_peer_uuids.gu_current = fresh;
   }
 }
 
@@ -210,16 +214,18 @@ send_away_locked (struct peer *p, uint32_t away, uint64_t fresh)
  * good; one that waited only for receipt (protocol B: pt_applied false)
  * counts only while the connection that took it lasts. */
 static bool
-answered (struct peer *p, const struct peer_ticket *t)
+answered (const struct peer_ticket *t)
 {
+  struct peer *p;
   bool r;
 
-  if (t->pt_seq == 0 || !t->pt_answered)
+  if (t->pt_conn == NULL || !t->pt_answered)
     return false;
   if (t->pt_applied)
     return true;
+  p = t->pt_conn->c_peer;
   pthread_mutex_lock (&p->pr_lock);
-  r = p->pr_gen == t->pt_gen && p->pr_state == CONN_CONNECTED;
+  r = !t->pt_conn->c_failed;
   pthread_mutex_unlock (&p->pr_lock);
   return r;
 }
@@ -240,23 +246,26 @@ send_all (struct peer **tg, size_t n, enum repl_msg_type type,
   for (i = 0; i < n; i++) {
     struct peer *p = tg[i];
 
-    t[i] = (struct peer_ticket) { .pt_seq = 0 };
+    struct conn *c;
+
+    t[i] = (struct peer_ticket) { .pt_conn = NULL };
     pthread_mutex_lock (&p->pr_lock);
-    if (p->pr_state == CONN_CONNECTED) {
+    if ((c = peer_conn_locked (p)) != NULL) {
       if (type != REPL_MSG_OUT_OF_SYNC)
-        send_away_locked (p, away, fresh);
+        send_away_locked (c, away, fresh);
       peer_submit_locked (p, type, flags, payload, count, offset, &w, false,
                           &msgs[i], &t[i]);
     }
     pthread_mutex_unlock (&p->pr_lock);
   }
   for (i = 0; i < n; i++)
-    if (t[i].pt_seq != 0)
-      peer_wait_own_ack (tg[i], &t[i]);
+    ticket_wait_own_ack (&t[i]);
   waiter_wait (&w);
   waiter_destroy (&w);
-  for (i = 0; i < n; i++)
-    ok[i] = answered (tg[i], &t[i]);
+  for (i = 0; i < n; i++) {
+    ok[i] = answered (&t[i]);
+    ticket_release (&t[i]);
+  }
 }
 
 /* The first write with a node away starts a new generation: *fresh
@@ -420,17 +429,19 @@ pick_reader (struct repl_node *node, uint32_t tried)
     uint64_t least = UINT64_MAX;
 
     for (i = 0; i < n; i++) {
-      uint64_t pending;
+      uint64_t pending = UINT64_MAX;
+      struct conn *c;
 
       pthread_mutex_lock (&cand[i]->pr_lock);
-      pending = cand[i]->pr_ring_count;
+      if ((c = peer_conn_locked (cand[i])) != NULL)
+        pending = c->c_ring_count;
       pthread_mutex_unlock (&cand[i]->pr_lock);
       if (pending < least) {
         least = pending;
         best = cand[i];
       }
     }
-    return best;
+    return best != NULL ? best : cand[0];
   }
   }
   abort ();
@@ -444,7 +455,7 @@ read_chunk (struct repl_node *node, void *buf, uint32_t count,
   struct peer *p;
 
   while ((p = pick_reader (node, tried)) != NULL) {
-    struct peer_ticket t = { .pt_seq = 0 };
+    struct peer_ticket t = { .pt_conn = NULL };
     struct out_msg om;
     struct waiter w;
     int status = EIO;
@@ -454,10 +465,10 @@ read_chunk (struct repl_node *node, void *buf, uint32_t count,
     pthread_mutex_lock (&p->pr_lock);
     peer_submit_read_locked (p, buf, count, offset, &status, &w, &om, &t);
     pthread_mutex_unlock (&p->pr_lock);
-    if (t.pt_seq != 0)
-      peer_wait_own_ack (p, &t);
+    ticket_wait_own_ack (&t);
     waiter_wait (&w);
     waiter_destroy (&w);
+    ticket_release (&t);
     if (status == 0)
       return 0;
     log_error ("node %s: read of %" PRIu32 " bytes at offset %" PRIu64

@@ -31,15 +31,16 @@
  * with no primary, or a diskless one, so may a storage secondary: it
  * resyncs us, or forwards the diskless primary's writes to us. */
 bool
-forward_may_feed_us (struct peer *p)
+forward_may_feed_us (struct conn *c)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
 
   if (node_role (node) == REPL_ROLE_PRIMARY || node->n_diskless)
     return false;
-  if (p->pr_role == REPL_ROLE_PRIMARY)
+  if (c->c_role == REPL_ROLE_PRIMARY)
     return true;
-  return !p->pr_peer_diskless && node_primary_is_diskless_or_none (node);
+  return !c->c_peer_diskless && node_primary_is_diskless_or_none (node);
 }
 
 static bool
@@ -64,26 +65,27 @@ mark_for (struct peer *q, uint64_t offset, uint64_t count)
 }
 
 int
-forward_handle_away (struct peer *p, uint64_t gen, const struct repl_hdr *h,
+forward_handle_away (struct conn *c, const struct repl_hdr *h,
                      const uint8_t *payload)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   uint64_t fresh = get_be64 (payload);
   uint32_t mask = h->offset;
   size_t i;
 
-  if (!p->pr_peer_diskless || p->pr_role != REPL_ROLE_PRIMARY ||
+  if (!c->c_peer_diskless || c->c_role != REPL_ROLE_PRIMARY ||
       h->offset > UINT32_MAX) {
-    peer_fail (p, gen, "protocol error: AWAY 0x%" PRIx64 " from a peer "
+    conn_fail (c, "protocol error: AWAY 0x%" PRIx64 " from a peer "
                "that is not our diskless primary", h->offset);
     return -1;
   }
   if (fresh != 0 && gen_start_for_away (node, mask, fresh) == -1) {
-    peer_fail (p, gen, "cannot write metadata");
+    conn_fail (c, "cannot write metadata");
     return -2;
   }
   pthread_mutex_lock (&p->pr_lock);
-  p->pr_away_mask = mask;
+  c->c_away_mask = mask;
   pthread_mutex_unlock (&p->pr_lock);
   if (fresh == 0)
     return 0;
@@ -109,17 +111,18 @@ forward_handle_away (struct peer *p, uint64_t gen, const struct repl_hdr *h,
  * node, mark it for the others.  Returns how many were queued (the
  * caller waits for w, then msgs may go). */
 int
-forward_submit (struct peer *p, const struct repl_hdr *h,
+forward_submit (struct conn *c, const struct repl_hdr *h,
                 const uint8_t *payload, struct waiter *w,
                 struct out_msg msgs[REPL_MAX_NODES])
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   uint32_t mask;
   size_t i;
   int n = 0;
 
   pthread_mutex_lock (&p->pr_lock);
-  mask = p->pr_away_mask;
+  mask = c->c_away_mask;
   pthread_mutex_unlock (&p->pr_lock);
   if (mask == 0)
     return 0;
@@ -145,16 +148,16 @@ forward_submit (struct peer *p, const struct repl_hdr *h,
 }
 
 int
-forward_handle_out_of_sync (struct peer *p, uint64_t gen,
-                            const struct repl_hdr *h, const uint8_t *payload)
+forward_handle_out_of_sync (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   uint64_t mask = get_be64 (payload);
   size_t i;
 
-  if (!p->pr_peer_diskless || mask > UINT32_MAX) {
-    peer_fail (p, gen, "protocol error: OUT_OF_SYNC for nodes 0x%" PRIx64
-               " from %s", mask, p->pr_peer_diskless ? "our primary"
+  if (!c->c_peer_diskless || mask > UINT32_MAX) {
+    conn_fail (c, "protocol error: OUT_OF_SYNC for nodes 0x%" PRIx64
+               " from %s", mask, c->c_peer_diskless ? "our primary"
                : "a peer that is not a diskless primary");
     return -1;
   }
@@ -175,8 +178,9 @@ forward_handle_out_of_sync (struct peer *p, uint64_t gen,
  * carries the data, or flag ERROR).  Returns 0, or -1 if the connection
  * failed. */
 int
-forward_handle_read (struct peer *p, uint64_t gen, const struct repl_hdr *h)
+forward_handle_read (struct conn *c, const struct repl_hdr *h)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   struct out_msg om;
   enum repl_disk_state disk;
@@ -188,7 +192,7 @@ forward_handle_read (struct peer *p, uint64_t gen, const struct repl_hdr *h)
   if (p->pr_read_buf == NULL) {
     p->pr_read_buf = malloc (REPL_MAX_PAYLOAD);
     if (p->pr_read_buf == NULL) {
-      peer_fail (p, gen, "malloc: %m");
+      conn_fail (c, "malloc: %m");
       return -1;
     }
   }
@@ -212,5 +216,5 @@ forward_handle_read (struct peer *p, uint64_t gen, const struct repl_hdr *h)
     out_msg_init (&om, REPL_MSG_READ_REPLY, REPL_FLAG_ERROR, h->count,
                   h->seq, h->offset, NULL, 0);
   }
-  return peer_send_wait (p, gen, &om);
+  return conn_send_wait (c, &om);
 }

@@ -113,17 +113,19 @@ gen_from_wire (const struct repl_uuids *w, struct gen_uuids *u)
   u->gu_flags = w->flags;
 }
 
-/* Decide what happens when we connect to p, which sent hello h: the
+/* Decide what happens on connection conn, whose peer sent conn->c_hello: the
  * facts gathered here, the rules in common/decide.c, the actions (the
  * split-brain handler, once per episode; invalidating this node when a
  * policy makes it the loser) here.  Returns the decision (never
  * TIEBREAK: resolved by node id), or -1 with the reason in err if the
  * connection must be refused. */
 int
-gen_decide (struct repl_node *node, struct peer *p,
-            const struct repl_hello *h, int *rulep, char *err, size_t errlen)
+gen_decide (struct repl_node *node, struct conn *conn, int *rulep, char *err,
+            size_t errlen)
 {
-  struct gen_uuids local, peer;
+  struct peer *p = conn->c_peer;
+  const struct repl_hello *h = &conn->c_hello;
+  struct gen_uuids local = conn->c_hello_uuids, peer;
   struct connect_case c = {
     .cc_our_id = node->n_self->nc_id, .cc_peer_id = p->pr_cfg->nc_id,
     .cc_we_primary = node_role (node) == REPL_ROLE_PRIMARY,
@@ -144,7 +146,6 @@ gen_decide (struct repl_node *node, struct peer *p,
   }
   /* Ours as our hello gave them: the peer decides on the same. */
   pthread_mutex_lock (&p->pr_lock);
-  local = p->pr_hello_uuids;
   c.cc_our_changes = bitmap_count (&p->pr_bitmap);
   pthread_mutex_unlock (&p->pr_lock);
   pthread_mutex_lock (&node->n_md_io_lock);
@@ -521,8 +522,7 @@ engine_invalidate (struct repl_node *node, char *err, size_t errlen)
 
     pthread_mutex_lock (&p->pr_lock);
     bitmap_set_all (&p->pr_bitmap);
-    peer_fail_locked (p, p->pr_gen, "invalidated; reconnecting for a full "
-                      "sync");
+    peer_fail_current_locked (p, "invalidated; reconnecting for a full sync");
     pthread_mutex_unlock (&p->pr_lock);
   }
   return 0;

@@ -184,17 +184,114 @@ struct inflight {
 };
 
 struct repl_node;
+struct rx;
 
-/* One peer: what outlives its connections (configuration, bitmap,
- * metadata slot, resync and verify progress) and, for now, the state of
- * its current connection, reset at every connect (peer_thread).  The
- * locks, by field group:
+#define CONN_MAGIC 0x434f4e4e       /* "CONN" */
+
+/* One replication connection to a peer, from the end of its handshake
+ * until the last reference goes: allocated when the handshake succeeds
+ * (peer_thread), reference-counted (the peer's pr_conn, the receive
+ * loop, each writer's ticket, a running resync or verify pass), freed
+ * by the last conn_put.  What the peer told on it and everything that
+ * flows over it lives here, so a new connection starts from a fresh
+ * allocation and a stale reference can only ever see its own, failed,
+ * connection.  The locks, by field group:
  *
- *   set at creation, then read-only: the first block below, pr_md_slot
- *     and pr_resync_bufs;
- *   the reader (whoever holds the reader token pr_rx_busy, see
- *     peer-receive.c): pr_expect_seq, pr_away_mask and *pr_rx;
- *   atomic: pr_last_recv_ns;
+ *   set at creation, then read-only: the first block;
+ *   the reader (whoever holds c_rx_busy, peer-receive.c): c_expect_seq,
+ *     c_away_mask and *c_rx;
+ *   atomic: c_refs, c_last_recv_ns;
+ *   its peer's pr_lock: everything else. */
+struct conn {
+  uint32_t c_magic;
+  struct peer *c_peer;
+  uint64_t c_id;                /* the peer's count of connections */
+  int c_fd;
+  int c_sndbuf;                 /* the socket's SO_SNDBUF */
+  uint64_t c_connected_ns;
+  struct repl_hello c_hello;    /* the peer's HELLO and HELLO_STATE */
+  _Atomic unsigned c_refs;
+
+  bool c_failed;                /* conn_fail: nothing more is sent,
+                                   applied or acknowledged on it */
+
+  /* Send queue (flat combining: whoever finds no sender sends for all). */
+  struct out_msg *c_qhead, **c_qtail;
+  bool c_sending;
+  uint32_t c_qlen;              /* messages in the queue */
+  bool c_flush_wanted;          /* for the peer's flush thread */
+  uint64_t c_next_seq;
+  uint64_t c_sent_seq;          /* the highest seq taken by a sender */
+  uint64_t c_last_ping_ns;
+
+  /* Sent, unacknowledged messages in sequence order (peer-window.c). */
+  struct inflight *c_ring;
+  uint64_t c_ring_head;         /* index of the oldest, modulo PEER_WINDOW */
+  uint64_t c_ring_count;
+  uint64_t c_ring_bytes;        /* the wire bytes of the ring's messages:
+                                   more than the socket holds of them */
+  uint64_t c_acked_seq;         /* the peer has applied every seq <= this */
+  uint64_t c_received_seq;      /* ... received (protocol B) */
+
+  /* Who reads (peer-receive.c): normally the receive thread; on the
+   * primary, a writer waiting for its own ACK reads it itself while
+   * nobody else is reading, which saves a wake-up per write at QD1. */
+  struct rx *c_rx;              /* the receive state */
+  bool c_rx_busy;               /* somebody is reading */
+  bool c_rx_handover;           /* a reading writer left; others wait */
+  uint64_t c_rx_wanted_applied; /* highest seq whose writer sleeps until
+                                   somebody else reads its ACK */
+  uint64_t c_rx_wanted_received; /* ... its RECEIVED ACK (protocol B) */
+  uint64_t c_rx_writer_ns;      /* when a writer last read or wanted to */
+  uint64_t c_expect_seq;        /* next seq the peer must send (reader) */
+  _Atomic uint64_t c_last_recv_ns;
+  struct out_msg c_ack_msg;     /* the receiver's ACK or NACK: its memory
+                                   outlives the receiver's frame */
+  struct out_msg c_goodbye_msg; /* sent once when we shut down */
+  bool c_peer_goodbye;          /* the peer said it is shutting down */
+
+  /* The peer's state as it told it on this connection (HELLO_STATE,
+   * STATE, UUIDS) and the decision taken at connect (generation.c). */
+  enum repl_role c_role;
+  bool c_peer_diskless;         /* the peer has no disk */
+  struct gen_uuids c_peer_uuids;
+  int c_decision;               /* enum uuid_decision, or -1 */
+  struct gen_uuids c_hello_uuids; /* what our HELLO_STATE told it */
+  uint64_t c_hello_changes;     /* ... the change count: what it expects
+                                   a bitmap of */
+  enum repl_disk_state c_hello_disk; /* ... and our disk state */
+
+  /* Diskless primary (diskless.c): the AWAY state last sent.  Storage
+   * node (forward.c): the AWAY mask a diskless primary last sent (the
+   * reader's). */
+  uint32_t c_dl_sent_away;
+  uint64_t c_dl_sent_uuid;
+  bool c_dl_in_gen;             /* it holds our current generation */
+  struct out_msg c_away_msg;    /* the AWAY last queued */
+  uint8_t c_away_buf[8];        /* ... and its payload */
+  uint32_t c_away_mask;
+};
+
+/* conn.c */
+extern struct conn *conn_new (struct peer *p, int fd,
+                              const struct repl_hello *hello);
+extern struct conn *conn_get (struct conn *c);
+extern void conn_put (struct conn *c);
+extern struct conn *peer_conn_locked (struct peer *p);
+extern struct conn *peer_conn_get (struct peer *p);
+extern void conn_fail (struct conn *c, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+extern void conn_fail_locked (struct conn *c, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+extern void peer_fail_current_locked (struct peer *p, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+
+/* One peer: what outlives its connections (configuration, the
+ * connection state, bitmap, metadata slot, what we know of its disk,
+ * resync and verify progress).  The locks, by field group:
+ *
+ *   set at creation, then read-only: the first block, pr_md_slot and
+ *     pr_resync_bufs;
  *   pr_lock: everything else. */
 struct peer {
   uint32_t pr_magic;
@@ -203,79 +300,54 @@ struct peer {
   bool pr_dials;                /* we connect (our id is lower) */
   pthread_t pr_thread;          /* connection and receive loop */
   pthread_t pr_resync_thread;
+  pthread_t pr_flush_thread;    /* sends what a reader may not (peer-send.c) */
+  int pr_md_slot;               /* its bitmap's slot in the metadata */
+  void *pr_resync_bufs[RESYNC_SLOTS]; /* RESYNC_MAX_BYTES each */
 
-  pthread_mutex_t pr_lock;      /* guards the fields below (but see the
-                                   groups above) */
+  pthread_mutex_t pr_lock;      /* guards the fields below */
   pthread_cond_t pr_cond;       /* state, queue, window or resync change */
-  enum conn_state pr_state;
-  uint64_t pr_gen;              /* bumped on every new connection */
-  int pr_fd;
+  pthread_cond_t pr_rx_cond;    /* the receive thread may read again */
+  pthread_cond_t pr_flush_cond; /* the flush thread waits here */
+  pthread_cond_t pr_resync_cond; /* the resync thread waits here, not on
+                                   pr_cond, which every send broadcasts */
+  enum conn_state pr_state;     /* changed by peer_set_conn_locked only */
+  struct conn *pr_conn;         /* Connected or Disconnecting: the
+                                   connection (a reference), else NULL */
+  uint64_t pr_nconns;           /* connections so far */
   int pr_incoming_fd;           /* handed over by the listener, or -1 */
   struct repl_hello pr_incoming_hello; /* its HELLO (authenticated) */
   uint64_t pr_accepted;         /* the listener's number of the newest
                                    connection handed over */
   bool pr_stopping;
+  char pr_last_error[512];
 
-  /* Send queue (flat combining: whoever finds no sender sends for all). */
-  struct out_msg *pr_qhead, **pr_qtail;
-  bool pr_sending;
-  uint32_t pr_qlen;             /* messages in the queue */
-  int pr_sndbuf;                /* the socket's SO_SNDBUF */
-  pthread_t pr_flush_thread;    /* sends what a reader may not (peer-send.c) */
-  pthread_cond_t pr_flush_cond; /* ... waits here */
-  bool pr_flush_wanted;
-  uint64_t pr_next_seq;
-  uint64_t pr_sent_seq;         /* the highest seq taken by a sender */
-
-  /* Sent, unacknowledged messages in sequence order. */
-  struct inflight *pr_ring;
-  uint64_t pr_ring_head;        /* index of the oldest, modulo PEER_WINDOW */
-  uint64_t pr_ring_count;
-  uint64_t pr_ring_bytes;       /* the wire bytes of the ring's messages:
-                                   more than the socket holds of them */
-
+  /* Replication with the peer (state.c, peer-sync.c). */
+  enum repl_state pr_repl;      /* changed by peer_set_repl_locked only */
+  uint64_t pr_repl_since_ns;    /* ... when it last changed */
   struct bitmap pr_bitmap;      /* chunks this peer may lack */
-  int pr_md_slot;               /* its bitmap's slot in the metadata */
-
-  /* Generation UUIDs: the peer's, as it told us (hello, UUIDS), and the
-   * decision made at connect (generation.c). */
-  struct gen_uuids pr_peer_uuids;
-  int pr_decision;              /* enum uuid_decision */
-  struct gen_uuids pr_hello_uuids; /* what our last HELLO_STATE told the
-                                   peer */
-  uint64_t pr_hello_changes;    /* the change count our last HELLO_STATE
-                                   told the peer: what it expects a
-                                   bitmap of */
-  enum repl_disk_state pr_hello_disk; /* ... and our disk state */
+  enum repl_disk_state pr_disk; /* its disk as told, or as we know it */
+  bool pr_disk_known;
   bool pr_says_primary;         /* its last HELLO_STATE or STATE said
-                                   Primary (role.c: role=primary at
+                                   Primary, even on a connection refused
+                                   for it (role.c: role=primary at
                                    start) */
+  bool pr_split_brain;          /* the last connect attempt found split
+                                   brain (the handler ran once for it) */
   bool pr_resync_deferred;      /* we are its sync target, but another
                                    peer resyncs us first: decide again
                                    once that ends (peer-sync.c) */
-  bool pr_split_brain;          /* the last connect attempt found split
-                                   brain (the handler ran once for it) */
-  enum repl_state pr_repl;      /* the replication state (state.c):
-                                   changed by peer_set_repl_locked only */
-  uint64_t pr_repl_since_ns;    /* ... when it last changed */
-  uint64_t pr_bitmap_rx_bytes;  /* WFBitMapS: bytes of the target's
-                                   bitmap so far */
-
-  /* The peer's state as it told us (hello) or as we know it. */
-  enum repl_role pr_role;
-  enum repl_disk_state pr_disk;
-  bool pr_disk_known;
+  uint64_t pr_bitmap_rx_bytes;  /* WFBitMapS: bytes of its bitmap so far */
 
   /* Resync towards the peer (we are sync source) or from it (target). */
-  void *pr_resync_bufs[RESYNC_SLOTS]; /* RESYNC_MAX_BYTES each */
   bool pr_resync_wanted;        /* kick the resync thread */
-  pthread_cond_t pr_resync_cond; /* the resync thread waits here, not on
-                                   pr_cond, which every send broadcasts */
   uint64_t pr_resync_start_ns;  /* when the current resync started */
   uint64_t pr_bitmap_persist_ns; /* sync target: bitmap last written */
   uint64_t pr_bitmap_persist_from; /* ... up to this offset */
   uint64_t pr_resync_total;
   uint64_t pr_resync_done;
+  bool pr_csum_resync;          /* a resync with csums is running */
+  struct bitmap *pr_csum_done;  /* ... chunks whose digests were compared */
+  uint64_t pr_csum_same;        /* ... bytes found the same (not sent) */
 
   /* Online verify (verify.c). */
   bool pr_verify_wanted;        /* kick the resync thread to verify */
@@ -285,56 +357,11 @@ struct peer {
   uint8_t *pr_verify_digests;   /* our digests per request slot */
   uint64_t pr_verify_slot_offset[VERIFY_SLOTS]; /* request per slot, or */
   uint32_t pr_verify_slot_count[VERIFY_SLOTS];  /* UINT64_MAX: none */
-  bool pr_csum_resync;          /* a resync with csums is running */
-  struct bitmap *pr_csum_done;  /* ... chunks whose digests were compared */
-  uint64_t pr_csum_same;        /* ... bytes found the same (not sent) */
 
-  /* The receiver's ACK or NACK: unsequenced, and its memory must outlive
-   * the receiver's frame if the connection fails while it is queued. */
-  struct out_msg pr_ack_msg;
-  struct out_msg pr_goodbye_msg; /* sent once when we shut down */
-  bool pr_peer_goodbye;         /* the peer said it is shutting down */
-  uint64_t pr_last_ping_ns;
-  uint64_t pr_expect_seq;       /* next sequence number the peer must send
-                                   (the reader's) */
-
-  /* Who reads the connection (peer-receive.c).  Normally the receive
-   * thread; on the primary, a writer waiting for its own ACK reads it
-   * itself while nobody else is reading, which saves the hand-off from
-   * the receive thread to the writer (a wake-up per write at QD1).  The
-   * receive thread keeps out of the way while writers read. */
-  pthread_cond_t pr_rx_cond;    /* the receive thread may read again */
-  struct rx *pr_rx;             /* this connection's receive state */
-  bool pr_rx_busy;              /* somebody is reading */
-  bool pr_rx_handover;          /* a reading writer left; others wait */
-  uint64_t pr_rx_wanted_applied; /* highest seq whose writer sleeps until
-                                   somebody else reads its ACK */
-  uint64_t pr_rx_wanted_received; /* ... its RECEIVED ACK (protocol B) */
-  uint64_t pr_rx_writer_ns;     /* when a writer last read or wanted to */
-  uint64_t pr_acked_seq;        /* the peer has applied every seq <= this */
-  uint64_t pr_received_seq;     /* ... received (protocol B) */
-
-  _Atomic uint64_t pr_last_recv_ns;
-  uint64_t pr_connected_ns;
-  char pr_last_error[512];
-
-  /* Diskless primary (diskless.c): the AWAY state last sent on this
-   * connection.  Storage node (forward.c): the AWAY mask the peer, a
-   * diskless primary, last sent, and a buffer for its reads. */
-  bool pr_peer_diskless;        /* the peer has no disk (its hello) */
-  uint64_t pr_peer_size;        /* the volume size in its hello */
-  uint32_t pr_dl_sent_away;
-  uint64_t pr_dl_sent_uuid;
-  bool pr_dl_in_gen;            /* it holds our current generation */
-  struct out_msg pr_away_msg;   /* the AWAY last queued */
-  uint8_t pr_away_buf[8];       /* ... and its payload */
-  uint32_t pr_away_mask;        /* (the reader's) */
+  /* Storage node (forward.c): a buffer for a diskless primary's reads. */
   void *pr_read_buf;            /* REPL_MAX_PAYLOAD bytes, or NULL */
-  bool pr_upstream;             /* a storage secondary that resyncs us or
-                                   forwards a diskless primary's writes
-                                   to us on this connection */
 
-  /* Counters for status. */
+  /* Counters for status, over every connection. */
   uint64_t pr_msgs_sent;
   uint64_t pr_bytes_sent;
   uint64_t pr_sends;            /* sendmsg calls: msgs_sent / sends is the
@@ -348,11 +375,6 @@ extern int peer_start (struct peer *p);
 extern void peer_request_stop (struct peer *p);
 extern void peer_stop (struct peer *p);
 extern void peer_free (struct peer *p);
-extern void peer_fail (struct peer *p, uint64_t gen, const char *fmt, ...)
-  __attribute__ ((format (printf, 3, 4)));
-extern void peer_fail_locked (struct peer *p, uint64_t gen,
-                              const char *fmt, ...)
-  __attribute__ ((format (printf, 3, 4)));
 extern void peer_hand_over (struct peer *p, int fd, const char *from,
                             const struct repl_hello *hello,
                             uint64_t accepted);
@@ -383,10 +405,12 @@ extern const char *peer_tls_plain_mismatch (struct repl_node *node,
                                             const uint8_t *hdr);
 
 /* A writer's message to one peer, whose answer it waits for: filled in
- * by peer_submit (pt_seq stays 0 if nothing was queued or nothing needs
- * an answer), used by peer_wait_own_ack. */
+ * by peer_submit (pt_conn stays NULL if nothing was queued or nothing
+ * needs an answer), used by ticket_wait_own_ack, given back by
+ * ticket_release. */
 struct peer_ticket {
-  uint64_t pt_gen;
+  struct conn *pt_conn;         /* the connection it went on (a
+                                   reference), or NULL */
   uint64_t pt_seq;
   bool pt_applied;              /* it waits for the applied ACK, not
                                    just the received one */
@@ -399,9 +423,9 @@ extern void out_msg_init (struct out_msg *om, enum repl_msg_type type,
                           uint16_t flags, uint32_t count, uint64_t seq,
                           uint64_t offset, const void *payload,
                           uint32_t length);
-extern void peer_queue_locked (struct peer *p, struct out_msg *om);
-extern void peer_flush_locked (struct peer *p);
-extern void peer_flush_from_reader_locked (struct peer *p);
+extern void conn_queue_locked (struct conn *c, struct out_msg *om);
+extern void conn_flush_locked (struct conn *c);
+extern void conn_flush_from_reader_locked (struct conn *c);
 extern void *peer_flush_thread (void *arg);
 extern int peer_submit (struct peer *p, enum repl_msg_type type,
                         uint16_t flags, const void *payload, uint32_t count,
@@ -412,19 +436,20 @@ extern int peer_submit_locked (struct peer *p, enum repl_msg_type type,
                                uint32_t count, uint64_t offset,
                                struct waiter *w, bool on_send,
                                struct out_msg *om, struct peer_ticket *t);
-extern void peer_teardown_locked (struct peer *p);
-extern int peer_send_wait (struct peer *p, uint64_t gen, struct out_msg *om);
+extern void ticket_release (struct peer_ticket *t);
+extern void conn_teardown_locked (struct conn *c);
+extern int conn_send_wait (struct conn *c, struct out_msg *om);
 
 /* peer-window.c */
-extern struct inflight *window_push_locked (struct peer *p, uint64_t seq);
-extern struct inflight *window_find_locked (struct peer *p, uint64_t seq);
-extern int window_ack_locked (struct peer *p, uint64_t gen, uint64_t seq,
+extern struct inflight *window_push_locked (struct conn *c, uint64_t seq);
+extern struct inflight *window_find_locked (struct conn *c, uint64_t seq);
+extern int window_ack_locked (struct conn *c, uint64_t seq,
                               bool nack, bool received,
                               struct waiter **done, size_t *ndone);
-extern void window_fail_all_locked (struct peer *p);
+extern void window_fail_all_locked (struct conn *c);
 
 /* peer-receive.c */
-/* One connection's receive state; used by whoever holds pr_rx_busy. */
+/* One connection's receive state; used by whoever holds c_rx_busy. */
 struct rx {
   int rx_fd;                    /* the connection */
   int rx_pipe[2];               /* for splicing payloads to disk, or -1 */
@@ -441,42 +466,33 @@ struct rx_msg {
                                    whose rest is spliced from m_rx */
   struct rx *m_rx;
 };
-extern void peer_receive_loop (struct peer *p, uint64_t gen, int fd);
-extern void peer_wait_own_ack (struct peer *p, struct peer_ticket *t);
+extern void conn_receive_loop (struct conn *c);
+extern void ticket_wait_own_ack (struct peer_ticket *t);
 
 /* secondary.c: each returns 0, -1 (the connection failed) or -2 (the
  * local disk failed: the caller NACKs). */
-extern int secondary_check (struct peer *p, uint64_t gen,
-                            const struct repl_hdr *h);
-extern int secondary_apply_io (struct peer *p, uint64_t gen,
-                               const struct rx_msg *m);
-extern int secondary_apply_resync_start (struct peer *p, uint64_t gen,
-                                         const struct rx_msg *m);
-extern int secondary_apply_resync_data (struct peer *p, uint64_t gen,
-                                        const struct rx_msg *m);
-extern int secondary_apply_resync_done (struct peer *p, uint64_t gen,
-                                        const struct rx_msg *m);
+extern int secondary_check (struct conn *c, const struct repl_hdr *h);
+extern int secondary_apply_io (struct conn *c, const struct rx_msg *m);
+extern int secondary_apply_resync_start (struct conn *c, const struct rx_msg *m);
+extern int secondary_apply_resync_data (struct conn *c, const struct rx_msg *m);
+extern int secondary_apply_resync_done (struct conn *c, const struct rx_msg *m);
 
 /* peer-sync.c */
-extern void sync_on_connect (struct peer *p, uint64_t gen,
-                             const struct repl_hello *h);
-extern void sync_on_lost (struct peer *p);
+extern void sync_on_connect (struct conn *c, const struct repl_hello *h);
+extern void sync_on_lost (struct conn *c);
 extern void sync_send_uuids (struct peer *p);
 extern bool sync_claim_source (struct peer *p, bool preempt);
-extern int sync_follow_primary (struct peer *p);
+extern int sync_follow_primary (struct conn *c);
 extern int drop_marks_between_secondaries (struct peer *p);
 extern int drop_marks_if_copy (struct peer *q);
 extern void sync_release_source (struct peer *p, const char *why);
-extern int sync_handle (struct peer *p, uint64_t gen,
-                        const struct repl_hdr *h, const uint8_t *payload);
+extern int sync_handle (struct conn *c, const struct repl_hdr *h, const uint8_t *payload);
 
 /* verify.c */
-extern void verify_run (struct peer *p, uint64_t gen);
-extern int verify_handle_reply (struct peer *p, uint64_t gen,
-                                const struct repl_hdr *h,
+extern void verify_run (struct conn *c);
+extern int verify_handle_reply (struct conn *c, const struct repl_hdr *h,
                                 const uint8_t *payload);
-extern int verify_handle_request (struct peer *p, uint64_t gen,
-                                  const struct repl_hdr *h);
+extern int verify_handle_request (struct conn *c, const struct repl_hdr *h);
 extern void verify_csum_digest (struct peer *p, unsigned slot,
                                 const uint8_t *buf, uint32_t len);
 extern void verify_csum_submit_locked (struct peer *p, unsigned slot,
@@ -501,10 +517,9 @@ extern void node_set_role_locked (struct repl_node *node,
 extern void *resync_thread (void *arg);
 
 /* diskless.c */
-extern int diskless_check_hello (struct repl_node *node, struct peer *p,
-                                 const struct repl_hello *h, char *err,
-                                 size_t errlen);
-extern void diskless_peer_uuids (struct repl_node *node, struct peer *p);
+extern int diskless_check_hello (struct repl_node *node, struct conn *c,
+                                 char *err, size_t errlen);
+extern void diskless_peer_uuids (struct repl_node *node, struct conn *c);
 extern int diskless_ranged (struct repl_node *node, enum repl_msg_type type,
                             const void *buf, uint32_t count, uint64_t offset,
                             uint16_t flags);
@@ -518,18 +533,15 @@ extern int gen_start_for_away (struct repl_node *node, uint32_t away,
                                uint64_t fresh);
 
 /* forward.c */
-extern int forward_handle_away (struct peer *p, uint64_t gen,
-                                const struct repl_hdr *h,
+extern int forward_handle_away (struct conn *c, const struct repl_hdr *h,
                                 const uint8_t *payload);
-extern int forward_handle_out_of_sync (struct peer *p, uint64_t gen,
-                                       const struct repl_hdr *h,
+extern int forward_handle_out_of_sync (struct conn *c, const struct repl_hdr *h,
                                        const uint8_t *payload);
-extern int forward_handle_read (struct peer *p, uint64_t gen,
-                                const struct repl_hdr *h);
-extern int forward_submit (struct peer *p, const struct repl_hdr *h,
+extern int forward_handle_read (struct conn *c, const struct repl_hdr *h);
+extern int forward_submit (struct conn *c, const struct repl_hdr *h,
                            const uint8_t *payload, struct waiter *w,
                            struct out_msg msgs[REPL_MAX_NODES]);
-extern bool forward_may_feed_us (struct peer *p);
+extern bool forward_may_feed_us (struct conn *c);
 extern int peer_submit_read_locked (struct peer *p, void *buf,
                                     uint32_t count, uint64_t offset,
                                     int *status, struct waiter *w,
@@ -551,8 +563,9 @@ extern int peer_submit_read_locked (struct peer *p, void *buf,
  *                     its writes and fdatasync
  *   n_lock            the node's role, disk state and the rest marked
  *                     below
- *   pr_lock           one peer (struct peer); never two at once, and
- *                     never together with n_lock
+ *   pr_lock           one peer (struct peer) and its connections
+ *                     (struct conn); never two at once, and never
+ *                     together with n_lock
  *   il_lock, ts_lock  inside the interval lock and a thread set only
  *
  * No lock but the range lock is held across a network wait; a function
@@ -667,9 +680,8 @@ extern int meta_write_super_locked (struct repl_node *node,
 extern void gen_view (struct repl_node *node, const struct peer *p,
                       struct gen_uuids *u);
 extern void gen_to_wire (const struct gen_uuids *u, struct repl_uuids *w);
-extern int gen_decide (struct repl_node *node, struct peer *p,
-                       const struct repl_hello *h, int *rule,
-                       char *err, size_t errlen);
+extern int gen_decide (struct repl_node *node, struct conn *conn,
+                       int *rulep, char *err, size_t errlen);
 extern int gen_full_sync_start_source (struct repl_node *node, struct peer *p,
                                        const struct gen_uuids *target);
 extern int gen_resync_start_target (struct repl_node *node, struct peer *p,
@@ -693,8 +705,7 @@ extern void handler_run (struct repl_node *node, enum repl_handler h,
                          const struct peer *p);
 
 /* role.c */
-extern int role_handle_state (struct peer *p, uint64_t gen,
-                              const struct repl_hdr *h);
+extern int role_handle_state (struct conn *c, const struct repl_hdr *h);
 extern bool role_auto_promote_locked (struct repl_node *node);
 extern bool role_auto_demote_locked (struct repl_node *node);
 extern void role_changed (struct repl_node *node);
@@ -705,7 +716,7 @@ extern int role_complete_write (struct repl_node *node, bool lost);
 extern void role_start_check (struct repl_node *node);
 extern bool role_start_yield (struct repl_node *node, struct peer *p);
 extern void role_start_wait (struct repl_node *node);
-extern int role_check_peer_role (struct repl_node *node, struct peer *p,
+extern int role_check_peer_role (struct repl_node *node, struct conn *c,
                                  uint32_t role, char *err, size_t errlen);
 
 /* listener.c */

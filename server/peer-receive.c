@@ -48,17 +48,19 @@
 
 
 /* Send a cumulative ACK for seq and wait until it has left (its header
- * lives in the peer, which we may only rewrite once it has been sent). */
+ * lives in the connection, which we may only rewrite once it has been
+ * sent). */
 static void
-send_ack (struct peer *p, uint64_t gen, enum repl_msg_type type,
+send_ack (struct conn *c, enum repl_msg_type type,
           uint64_t seq, uint16_t flags)
 {
+  struct peer *p = c->c_peer;
+
   pthread_mutex_lock (&p->pr_lock);
-  if (p->pr_gen == gen && p->pr_state == CONN_CONNECTED) {
-    out_msg_init (&p->pr_ack_msg, type, flags, 0, seq, 0, NULL, 0);
-    peer_queue_locked (p, &p->pr_ack_msg);
-    while (!p->pr_ack_msg.om_done &&
-           p->pr_gen == gen && p->pr_state == CONN_CONNECTED)
+  if (!c->c_failed) {
+    out_msg_init (&c->c_ack_msg, type, flags, 0, seq, 0, NULL, 0);
+    conn_queue_locked (c, &c->c_ack_msg);
+    while (!c->c_ack_msg.om_done && !c->c_failed)
       pthread_cond_wait (&p->pr_cond, &p->pr_lock);
   }
   pthread_mutex_unlock (&p->pr_lock);
@@ -74,9 +76,10 @@ send_ack (struct peer *p, uint64_t gen, enum repl_msg_type type,
  * write queued meanwhile is held only behind another unanswered
  * message, whose ACK will send it. */
 static void
-complete_then_flush (struct peer *p, uint64_t gen, bool held,
+complete_then_flush (struct conn *c, bool held,
                      struct waiter **done, size_t ndone)
 {
+  struct peer *p = c->c_peer;
   size_t i;
 
   for (i = 0; i < ndone; i++)
@@ -84,8 +87,8 @@ complete_then_flush (struct peer *p, uint64_t gen, bool held,
   if (!held)
     return;
   pthread_mutex_lock (&p->pr_lock);
-  if (p->pr_gen == gen)
-    peer_flush_from_reader_locked (p);
+  if (!c->c_failed)
+    conn_flush_from_reader_locked (c);
   pthread_mutex_unlock (&p->pr_lock);
 }
 
@@ -94,9 +97,11 @@ complete_then_flush (struct peer *p, uint64_t gen, bool held,
  * its writer but stays in the window until it is applied, so that if
  * the peer dies first the range is still marked out of sync. */
 static int
-handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
+handle_ack (struct conn *c, uint64_t seq, bool nack,
             bool received)
 {
+  struct peer *p = c->c_peer;
+
   /* Waiters are completed after pr_lock is dropped, so that writers
    * queueing new messages never wait behind our wake-ups. */
   static __thread struct waiter *done[PEER_WINDOW];
@@ -105,11 +110,11 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
 
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
-    if (window_ack_locked (p, gen, seq, nack, received, done, &ndone) == -1)
+    if (window_ack_locked (c, seq, nack, received, done, &ndone) == -1)
       return -1;
-    held = p->pr_qhead != NULL;
+    held = c->c_qhead != NULL;
   }
-  complete_then_flush (p, gen, held, done, ndone);
+  complete_then_flush (c, held, done, ndone);
   return 0;
 }
 
@@ -117,19 +122,20 @@ handle_ack (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
  * where the reader waits for it; the cumulative ACK that follows retires
  * the request and wakes the reader. */
 static int
-handle_read_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
+handle_read_reply (struct conn *c, const struct repl_hdr *h,
                    const uint8_t *payload)
 {
+  struct peer *p = c->c_peer;
   struct inflight *f;
 
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
-  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
+  if (c->c_failed)
     return -1;
-  f = window_find_locked (p, h->seq);
+  f = window_find_locked (c, h->seq);
   if (f == NULL || f->if_type != REPL_MSG_READ_REQ ||
       f->if_read_status == NULL || f->if_count != h->count ||
       f->if_offset != h->offset) {
-    peer_fail_locked (p, gen, "protocol error: READ_REPLY %" PRIu64 " of %"
+    conn_fail_locked (c, "protocol error: READ_REPLY %" PRIu64 " of %"
                       PRIu32 " bytes at offset %" PRIu64 " answers no read "
                       "of ours", h->seq, h->count, h->offset);
     return -1;
@@ -150,8 +156,9 @@ handle_read_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
  * anything is applied.  Returns 0, or -1 once the connection has
  * failed. */
 static int
-check_state (struct peer *p, uint64_t gen, const struct repl_hdr *h)
+check_state (struct conn *c, const struct repl_hdr *h)
 {
+  struct peer *p = c->c_peer;
   enum repl_state s;
 
   if (repl_state_any_connected (h->type))
@@ -161,7 +168,7 @@ check_state (struct peer *p, uint64_t gen, const struct repl_hdr *h)
   pthread_mutex_unlock (&p->pr_lock);
   if (repl_state_accepts (h->type, s))
     return 0;
-  peer_fail (p, gen, "protocol error: %s in replication state %s (it may "
+  conn_fail (c, "protocol error: %s in replication state %s (it may "
              "arrive only in %s)", wire_type_name (h->type),
              repl_state_name (s), repl_state_accepts_names (h->type));
   return -1;
@@ -172,79 +179,81 @@ check_state (struct peer *p, uint64_t gen, const struct repl_hdr *h)
  * forward.c, verify.c) and acknowledged by the batch's ACK; the others
  * are handled as they arrive.  Each returns 0, or < 0 once the
  * connection has failed (sequenced: -2 if our disk failed). */
-typedef int rx_handler (struct peer *p, uint64_t gen, const struct rx_msg *m);
+typedef int rx_handler (struct conn *c, const struct rx_msg *m);
 
 static int
-on_nothing (struct peer *p, uint64_t gen, const struct rx_msg *m)
+on_nothing (struct conn *c, const struct rx_msg *m)
 {
-  (void) p; (void) gen; (void) m;
+  (void) c; (void) m;
   return 0;                     /* PING, PONG: the arrival is the point */
 }
 
 static int
-on_state (struct peer *p, uint64_t gen, const struct rx_msg *m)
+on_state (struct conn *c, const struct rx_msg *m)
 {
-  return role_handle_state (p, gen, m->m_hdr);
+  return role_handle_state (c, m->m_hdr);
 }
 
 static int
-on_goodbye (struct peer *p, uint64_t gen, const struct rx_msg *m)
+on_goodbye (struct conn *c, const struct rx_msg *m)
 {
-  (void) gen; (void) m;
+  struct peer *p = c->c_peer;
+
+  (void) m;
   pthread_mutex_lock (&p->pr_lock);
-  p->pr_peer_goodbye = true;
+  c->c_peer_goodbye = true;
   pthread_mutex_unlock (&p->pr_lock);
   return 0;
 }
 
 static int
-on_verify_req (struct peer *p, uint64_t gen, const struct rx_msg *m)
+on_verify_req (struct conn *c, const struct rx_msg *m)
 {
-  return verify_handle_request (p, gen, m->m_hdr);
+  return verify_handle_request (c, m->m_hdr);
 }
 
 static int
-on_verify_reply (struct peer *p, uint64_t gen, const struct rx_msg *m)
+on_verify_reply (struct conn *c, const struct rx_msg *m)
 {
-  return verify_handle_reply (p, gen, m->m_hdr, m->m_payload);
+  return verify_handle_reply (c, m->m_hdr, m->m_payload);
 }
 
 static int
-on_away (struct peer *p, uint64_t gen, const struct rx_msg *m)
+on_away (struct conn *c, const struct rx_msg *m)
 {
-  return forward_handle_away (p, gen, m->m_hdr, m->m_payload);
+  return forward_handle_away (c, m->m_hdr, m->m_payload);
 }
 
 static int
-on_out_of_sync (struct peer *p, uint64_t gen, const struct rx_msg *m)
+on_out_of_sync (struct conn *c, const struct rx_msg *m)
 {
-  return forward_handle_out_of_sync (p, gen, m->m_hdr, m->m_payload);
+  return forward_handle_out_of_sync (c, m->m_hdr, m->m_payload);
 }
 
 static int
-on_read_req (struct peer *p, uint64_t gen, const struct rx_msg *m)
+on_read_req (struct conn *c, const struct rx_msg *m)
 {
-  return forward_handle_read (p, gen, m->m_hdr);
+  return forward_handle_read (c, m->m_hdr);
 }
 
 static int
-on_read_reply (struct peer *p, uint64_t gen, const struct rx_msg *m)
+on_read_reply (struct conn *c, const struct rx_msg *m)
 {
-  return handle_read_reply (p, gen, m->m_hdr, m->m_payload);
+  return handle_read_reply (c, m->m_hdr, m->m_payload);
 }
 
 static int
-on_sync (struct peer *p, uint64_t gen, const struct rx_msg *m)
+on_sync (struct conn *c, const struct rx_msg *m)
 {
-  return sync_handle (p, gen, m->m_hdr, m->m_payload);
+  return sync_handle (c, m->m_hdr, m->m_payload);
 }
 
 static int
-on_ack (struct peer *p, uint64_t gen, const struct rx_msg *m)
+on_ack (struct conn *c, const struct rx_msg *m)
 {
   const struct repl_hdr *h = m->m_hdr;
 
-  return handle_ack (p, gen, h->seq, h->type == REPL_MSG_NACK,
+  return handle_ack (c, h->seq, h->type == REPL_MSG_NACK,
                      h->flags & REPL_FLAG_RECEIVED);
 }
 
@@ -277,9 +286,10 @@ static rx_handler *const rx_handlers[REPL_MSG_TYPE_MAX + 1] = {
 /* Handle the complete messages in buf[0..len); return the bytes used,
  * or -1 if the connection has failed. */
 static ssize_t
-handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
+handle_batch (struct conn *c, struct rx *rx,
               const uint8_t *buf, size_t len)
 {
+  struct peer *p = c->c_peer;
   bool proto_b = p->pr_node->n_cfg.cf_protocol == 'B';
   uint64_t received = 0;
   size_t pos = 0;
@@ -295,12 +305,12 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
       if (wire_decode_hdr (buf + pos, &h, err, sizeof err) == -1 ||
           len - pos - REPL_HDR_SIZE < h.length ||
           !wire_type_receipt_ackable (h.type, h.flags) ||
-          h.seq != p->pr_expect_seq + (received))
+          h.seq != c->c_expect_seq + (received))
         break;
       received++;
     }
     if (received > 0)
-      send_ack (p, gen, REPL_MSG_ACK, p->pr_expect_seq + received - 1,
+      send_ack (c, REPL_MSG_ACK, c->c_expect_seq + received - 1,
                 REPL_FLAG_RECEIVED);
     pos = 0;
   }
@@ -310,10 +320,10 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
     uint32_t have;
 
     if (wire_decode_hdr (buf + pos, &h, err, sizeof err) == -1) {
-      peer_fail (p, gen, "protocol error: %s", err);
+      conn_fail (c, "protocol error: %s", err);
       return -1;
     }
-    if (check_state (p, gen, &h) == -1)
+    if (check_state (c, &h) == -1)
       return -1;
     have = len - pos - REPL_HDR_SIZE < h.length
            ? len - pos - REPL_HDR_SIZE : h.length;
@@ -321,7 +331,7 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
      * large write that can go from the socket to the disk directly. */
     if (have < h.length &&
         !(rx->rx_pipe[0] >= 0 && h.length >= LARGE_MESSAGE &&
-          p->pr_away_mask == 0 &&       /* forwarding needs the data */
+          c->c_away_mask == 0 &&       /* forwarding needs the data */
           !(h.flags & REPL_FLAG_DIGEST) &&      /* ... and so does the digest */
           (h.type == REPL_MSG_WRITE || h.type == REPL_MSG_RESYNC_DATA)))
       break;
@@ -330,24 +340,24 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
                           .m_have = have, .m_rx = rx };
     fn = rx_handlers[h.type];   /* the header is checked: h.type is known */
     if (fn == NULL) {
-      peer_fail (p, gen, "protocol error: unexpected %s",
+      conn_fail (c, "protocol error: unexpected %s",
                  wire_type_name (h.type));
       return -1;
     }
     if (wire_type_sequenced (h.type)) {
       int r;
 
-      if (secondary_check (p, gen, &h) == -1)
+      if (secondary_check (c, &h) == -1)
         return -1;
-      r = fn (p, gen, &m);
+      r = fn (c, &m);
       if (r == -1)
         return -1;
       if (r == -2) {
         /* Tell the primary (if it is still there), which then marks
          * this and every later message out of sync. */
-        send_ack (p, gen, REPL_MSG_NACK, h.seq, 0);
+        send_ack (c, REPL_MSG_NACK, h.seq, 0);
         node_set_disk (p->pr_node, REPL_DISK_INCONSISTENT);
-        peer_fail (p, gen, "local disk error applying %s at offset %" PRIu64,
+        conn_fail (c, "local disk error applying %s at offset %" PRIu64,
                    wire_type_name (h.type), h.offset);
         return -1;
       }
@@ -357,24 +367,25 @@ handle_batch (struct peer *p, uint64_t gen, struct rx *rx,
         break;
       }
     }
-    else if (fn (p, gen, &m) < 0)
+    else if (fn (c, &m) < 0)
       return -1;
     pos += REPL_HDR_SIZE + h.length;
   }
 
   if (received > 0)
-    send_ack (p, gen, REPL_MSG_ACK, received, 0);
+    send_ack (c, REPL_MSG_ACK, received, 0);
   return pos;
 }
 
 static struct rx *
-rx_new (struct peer *p, uint64_t gen, int fd)
+rx_new (struct conn *c, int fd)
 {
+  struct peer *p = c->c_peer;
   struct rx *rx = calloc (1, sizeof *rx);
 
   if (rx == NULL || (rx->rx_buf = malloc (RECV_BUF_SIZE)) == NULL) {
     free (rx);
-    peer_fail (p, gen, "malloc: %m");
+    conn_fail (c, "malloc: %m");
     return NULL;
   }
   rx->rx_fd = fd;
@@ -407,9 +418,9 @@ rx_free (struct rx *rx)
 }
 
 /* Read once (blocking) and handle every complete message.  The caller
- * holds pr_rx_busy.  Returns 0, or -1 once the connection has failed. */
+ * holds c_rx_busy.  Returns 0, or -1 once the connection has failed. */
 static int
-rx_step (struct peer *p, uint64_t gen, struct rx *rx)
+rx_step (struct conn *c, struct rx *rx)
 {
   uint8_t *buf = rx->rx_buf;
   size_t want = RECV_BUF_SIZE - rx->rx_fill;
@@ -436,20 +447,20 @@ rx_step (struct peer *p, uint64_t gen, struct rx *rx)
   while (r == -1 && errno == EINTR);
   if (r <= 0) {
     if (r == 0 && rx->rx_fill > 0)
-      peer_fail (p, gen, "connection closed by peer in the middle of a "
+      conn_fail (c, "connection closed by peer in the middle of a "
                  "message (%zu bytes of it received); the message is "
                  "dropped", rx->rx_fill);
     else if (r == 0)
-      peer_fail (p, gen, "connection closed by peer%s",
-                 p->pr_peer_goodbye ? " (it is shutting down)" : "");
+      conn_fail (c, "connection closed by peer%s",
+                 c->c_peer_goodbye ? " (it is shutting down)" : "");
     else
-      peer_fail (p, gen, "recv: %m");
+      conn_fail (c, "recv: %m");
     return -1;
   }
-  p->pr_last_recv_ns = now_ns ();
+  c->c_last_recv_ns = now_ns ();
   rx->rx_fill += r;
 
-  used = handle_batch (p, gen, rx, buf, rx->rx_fill);
+  used = handle_batch (c, rx, buf, rx->rx_fill);
   if (used == -1)
     return -1;
   if (used > 0) {
@@ -459,78 +470,67 @@ rx_step (struct peer *p, uint64_t gen, struct rx *rx)
   return 0;
 }
 
-static bool
-connected (const struct peer *p, uint64_t gen)
-{
-  return p->pr_gen == gen && p->pr_state == CONN_CONNECTED;
-}
-
 /* The receive thread stays away while a writer reads, or recently read
  * and nobody waits for an ACK that no writer is reading. */
 static bool
-leave_to_writers (const struct peer *p)
+leave_to_writers (const struct conn *c)
 {
-  return p->pr_rx_busy ||
-         (!p->pr_rx_handover &&
-          p->pr_acked_seq >= p->pr_rx_wanted_applied &&
-          (p->pr_acked_seq >= p->pr_rx_wanted_received ||
-           p->pr_received_seq >= p->pr_rx_wanted_received) &&
-          p->pr_rx_writer_ns != 0 &&
-          now_ns () - p->pr_rx_writer_ns < RX_GRACE_NS);
+  return c->c_rx_busy ||
+         (!c->c_rx_handover &&
+          c->c_acked_seq >= c->c_rx_wanted_applied &&
+          (c->c_acked_seq >= c->c_rx_wanted_received ||
+           c->c_received_seq >= c->c_rx_wanted_received) &&
+          c->c_rx_writer_ns != 0 &&
+          now_ns () - c->c_rx_writer_ns < RX_GRACE_NS);
 }
 
-/* The receive thread of connection gen: returns once it has failed. */
+/* The receive thread of connection c (the peer thread, which holds a
+ * reference): returns once it has failed. */
 void
-peer_receive_loop (struct peer *p, uint64_t gen, int fd)
+conn_receive_loop (struct conn *c)
 {
-  struct rx *rx = rx_new (p, gen, fd);
+  struct peer *p = c->c_peer;
+  struct rx *rx = rx_new (c, c->c_fd);
 
   if (rx == NULL)
     return;
 
   pthread_mutex_lock (&p->pr_lock);
-  p->pr_rx = rx;
-  p->pr_rx_busy = false;
-  p->pr_rx_handover = false;
-  p->pr_rx_wanted_applied = p->pr_rx_wanted_received = 0;
-  p->pr_rx_writer_ns = 0;
+  c->c_rx = rx;
   for (;;) {
     int r;
 
-    while (connected (p, gen) && leave_to_writers (p)) {
-      struct timespec ts;
-      uint64_t t = now_ns () + RX_GRACE_NS;
+    while (!c->c_failed && leave_to_writers (c)) {
+      struct timespec ts = deadline_after_ns (RX_GRACE_NS);
 
-      ts.tv_sec = t / 1000000000;
-      ts.tv_nsec = t % 1000000000;
       pthread_cond_timedwait (&p->pr_rx_cond, &p->pr_lock, &ts);
     }
-    if (!connected (p, gen))
+    if (c->c_failed)
       break;
-    p->pr_rx_busy = true;
-    p->pr_rx_handover = false;
+    c->c_rx_busy = true;
+    c->c_rx_handover = false;
     pthread_mutex_unlock (&p->pr_lock);
 
-    r = rx_step (p, gen, rx);
+    r = rx_step (c, rx);
 
     pthread_mutex_lock (&p->pr_lock);
-    p->pr_rx_busy = false;
+    c->c_rx_busy = false;
     if (r == -1)
       break;
   }
   /* A writer may still be reading: wait until it lets go of rx. */
-  while (p->pr_rx_busy)
+  while (c->c_rx_busy)
     pthread_cond_wait (&p->pr_cond, &p->pr_lock);
-  p->pr_rx = NULL;
+  c->c_rx = NULL;
   pthread_mutex_unlock (&p->pr_lock);
   rx_free (rx);
 }
 
 static bool
-own_ack_in (const struct peer *p, const struct peer_ticket *t)
+own_ack_in (const struct conn *c, const struct peer_ticket *t)
 {
-  return p->pr_acked_seq >= t->pt_seq ||
-         (!t->pt_applied && p->pr_received_seq >= t->pt_seq);
+  return c->c_acked_seq >= t->pt_seq ||
+         (!t->pt_applied && c->c_received_seq >= t->pt_seq);
 }
 
 /* Called by a writer after its local write, for the first peer it waits
@@ -543,54 +543,59 @@ own_ack_in (const struct peer *p, const struct peer_ticket *t)
  * the receive thread if nobody reads); the caller then sleeps on its
  * waiter.  The reader role is only taken
  * here, never while the writer may still block elsewhere (sending, or on
- * its own disk), so that ACKs never pile up unread on the connection. */
+ * its own disk), so that ACKs never pile up unread on the connection.
+ * The ticket's reference keeps the connection. */
 void
-peer_wait_own_ack (struct peer *p, struct peer_ticket *t)
+ticket_wait_own_ack (struct peer_ticket *t)
 {
-  if (t->pt_seq == 0)
+  struct conn *c = t->pt_conn;
+  struct peer *p;
+
+  if (c == NULL)
     return;
+  p = c->c_peer;
   pthread_mutex_lock (&p->pr_lock);
-  if (!connected (p, t->pt_gen) || own_ack_in (p, t)) {
+  if (c->c_failed || own_ack_in (c, t)) {
     pthread_mutex_unlock (&p->pr_lock);
     return;
   }
-  if (p->pr_rx_busy || p->pr_rx == NULL ||
-      p->pr_ring_count > OWN_READ_MAX_UNANSWERED) {
+  if (c->c_rx_busy || c->c_rx == NULL ||
+      c->c_ring_count > OWN_READ_MAX_UNANSWERED) {
     /* Whoever reads keeps reading until this ACK is in. */
-    if (t->pt_applied && t->pt_seq > p->pr_rx_wanted_applied)
-      p->pr_rx_wanted_applied = t->pt_seq;
-    if (!t->pt_applied && t->pt_seq > p->pr_rx_wanted_received)
-      p->pr_rx_wanted_received = t->pt_seq;
-    if (p->pr_rx_busy || p->pr_rx == NULL)
+    if (t->pt_applied && t->pt_seq > c->c_rx_wanted_applied)
+      c->c_rx_wanted_applied = t->pt_seq;
+    if (!t->pt_applied && t->pt_seq > c->c_rx_wanted_received)
+      c->c_rx_wanted_received = t->pt_seq;
+    if (c->c_rx_busy || c->c_rx == NULL)
       /* ... and then leaves the connection to writers. */
-      p->pr_rx_writer_ns = now_ns ();
+      c->c_rx_writer_ns = now_ns ();
     else {
       /* Many writers wait: the receive thread reads for them all. */
-      p->pr_rx_handover = true;
+      c->c_rx_handover = true;
       pthread_cond_signal (&p->pr_rx_cond);
     }
     pthread_mutex_unlock (&p->pr_lock);
     return;
   }
 
-  p->pr_rx_busy = true;
-  while (connected (p, t->pt_gen) && !own_ack_in (p, t)) {
-    struct rx *rx = p->pr_rx;
+  c->c_rx_busy = true;
+  while (!c->c_failed && !own_ack_in (c, t)) {
+    struct rx *rx = c->c_rx;
     int r;
 
     pthread_mutex_unlock (&p->pr_lock);
-    r = rx_step (p, t->pt_gen, rx);
+    r = rx_step (c, rx);
     pthread_mutex_lock (&p->pr_lock);
     if (r == -1)
       break;
   }
-  p->pr_rx_busy = false;
-  p->pr_rx_writer_ns = now_ns ();
-  if (!leave_to_writers (p)) {   /* others wait for their ACKs */
-    p->pr_rx_handover = true;
+  c->c_rx_busy = false;
+  c->c_rx_writer_ns = now_ns ();
+  if (!leave_to_writers (c)) {   /* others wait for their ACKs */
+    c->c_rx_handover = true;
     pthread_cond_signal (&p->pr_rx_cond);
   }
-  if (!connected (p, t->pt_gen))
+  if (c->c_failed)
     pthread_cond_broadcast (&p->pr_cond);  /* the receive loop waits */
   pthread_mutex_unlock (&p->pr_lock);
 }

@@ -6,7 +6,7 @@
  * meanwhile with one sendmsg, until the queue is empty.  On the write
  * path that is usually the requesting thread itself, so a 4k write
  * costs no thread hand-off, and under load one syscall carries many
- * messages.  No lock is held during sendmsg; pr_sending says a sender is
+ * messages.  No lock is held during sendmsg; c_sending says a sender is
  * active, and teardown waits for it to finish before dropping buffers.
  */
 #include <config.h>
@@ -91,60 +91,59 @@ om_finish (struct out_msg *om)
 }
 
 static void
-append_locked (struct peer *p, struct out_msg *om)
+append_locked (struct conn *c, struct out_msg *om)
 {
   om->om_next = NULL;
-  *p->pr_qtail = om;
-  p->pr_qtail = &om->om_next;
-  p->pr_qlen++;
+  *c->c_qtail = om;
+  c->c_qtail = &om->om_next;
+  c->c_qlen++;
 }
 
 /* Queue om, and if no sender is active, send everything queued.  Called
  * and returns with pr_lock held; drops it around each sendmsg. */
 void
-peer_queue_locked (struct peer *p, struct out_msg *om)
+conn_queue_locked (struct conn *c, struct out_msg *om)
 {
-  ASSERT_LOCKED (&p->pr_lock);
-  append_locked (p, om);
-  peer_flush_locked (p);
+  ASSERT_LOCKED (&c->c_peer->pr_lock);
+  append_locked (c, om);
+  conn_flush_locked (c);
 }
 
 /* If no sender is active and something is queued, send it: at most
  * max_batches sendmsg calls (0: until the queue is empty).  pr_lock
  * held; dropped around each sendmsg. */
 static void
-send_batches (struct peer *p, unsigned max_batches)
+send_batches (struct conn *c, unsigned max_batches)
 {
+  struct peer *p = c->c_peer;
   struct out_msg *batch[SEND_BATCH];
   struct iovec iov[SEND_BATCH * 3];
-  uint64_t gen = p->pr_gen;
-  int fd = p->pr_fd;
+  int fd = c->c_fd;
   unsigned batches = 0;
 
-  if (p->pr_sending || p->pr_qhead == NULL)
+  if (c->c_sending || c->c_qhead == NULL)
     return;                     /* the active sender will take it */
-  p->pr_sending = true;
+  c->c_sending = true;
 
-  while (p->pr_qhead != NULL && p->pr_state == CONN_CONNECTED &&
-         p->pr_gen == gen &&
+  while (c->c_qhead != NULL && !c->c_failed &&
          (max_batches == 0 || batches++ < max_batches)) {
     int n = 0, niov = 0, r, i;
     uint64_t bytes = 0;
 
-    while (p->pr_qhead != NULL && n < SEND_BATCH) {
-      struct out_msg *m = p->pr_qhead;
-      p->pr_qhead = m->om_next;
-      p->pr_qlen--;
-      if (m->om_seq > p->pr_sent_seq)
-        p->pr_sent_seq = m->om_seq;
+    while (c->c_qhead != NULL && n < SEND_BATCH) {
+      struct out_msg *m = c->c_qhead;
+      c->c_qhead = m->om_next;
+      c->c_qlen--;
+      if (m->om_seq > c->c_sent_seq)
+        c->c_sent_seq = m->om_seq;
       batch[n++] = m;
       for (i = 0; i < m->om_niov; i++) {
         iov[niov++] = m->om_iov[i];
         bytes += m->om_iov[i].iov_len;
       }
     }
-    if (p->pr_qhead == NULL)
-      p->pr_qtail = &p->pr_qhead;
+    if (c->c_qhead == NULL)
+      c->c_qtail = &c->c_qhead;
 
     pthread_mutex_unlock (&p->pr_lock);
     /* The batch is ours until om_finish: digests are filled in here,
@@ -163,11 +162,11 @@ send_batches (struct peer *p, unsigned max_batches)
       int e = errno;
       pthread_mutex_unlock (&p->pr_lock);
       if (e == EAGAIN || e == EWOULDBLOCK)
-        peer_fail (p, gen, "send made no progress for %.1f s (timeout)",
+        conn_fail (c, "send made no progress for %.1f s (timeout)",
                    p->pr_node->n_cfg.cf_timeout_ms / 1000.0);
       else {
         errno = e;
-        peer_fail (p, gen, "send: %m");
+        conn_fail (c, "send: %m");
       }
       pthread_mutex_lock (&p->pr_lock);
       break;
@@ -177,15 +176,15 @@ send_batches (struct peer *p, unsigned max_batches)
     p->pr_sends++;
   }
 
-  p->pr_sending = false;
+  c->c_sending = false;
   pthread_cond_broadcast (&p->pr_cond);
 }
 
 void
-peer_flush_locked (struct peer *p)
+conn_flush_locked (struct conn *c)
 {
-  ASSERT_LOCKED (&p->pr_lock);
-  send_batches (p, 0);
+  ASSERT_LOCKED (&c->c_peer->pr_lock);
+  send_batches (c, 0);
 }
 
 /* Does the socket have room for the next batch, so that sending it
@@ -193,25 +192,25 @@ peer_flush_locked (struct peer *p)
  * doubles what was asked for); a quarter of it is room for payload with
  * a margin.  Without a system call first: what the socket holds of our
  * sequenced messages is at most what they amount to until the peer
- * acknowledges them (it read them first), pr_ring_bytes, which counts
+ * acknowledges them (it read them first), c_ring_bytes, which counts
  * the queued ones too; UNSEQUENCED_SLACK covers the rest (AWAY,
  * keepalives).  If that bound is too high (small buffers), ask the
  * kernel what it holds.  pr_lock held. */
 #define UNSEQUENCED_SLACK (64u << 10)
 
 static bool
-room_for_next_batch (const struct peer *p)
+room_for_next_batch (const struct conn *c)
 {
   const struct out_msg *m;
-  size_t room = (size_t) p->pr_sndbuf / 4, bytes = 0, n = 0;
+  size_t room = (size_t) c->c_sndbuf / 4, bytes = 0, n = 0;
   int outq, i;
 
-  if (p->pr_ring_bytes + UNSEQUENCED_SLACK <= room)
+  if (c->c_ring_bytes + UNSEQUENCED_SLACK <= room)
     return true;
-  for (m = p->pr_qhead; m != NULL && n < SEND_BATCH; m = m->om_next, n++)
+  for (m = c->c_qhead; m != NULL && n < SEND_BATCH; m = m->om_next, n++)
     for (i = 0; i < m->om_niov; i++)
       bytes += m->om_iov[i].iov_len;
-  return ioctl (p->pr_fd, SIOCOUTQ, &outq) == 0 && outq >= 0 &&
+  return ioctl (c->c_fd, SIOCOUTQ, &outq) == 0 && outq >= 0 &&
          (size_t) outq + bytes <= room;
 }
 
@@ -223,20 +222,19 @@ room_for_next_batch (const struct peer *p)
  * has room for the whole batch; what is left goes to the peer's flush
  * thread.  pr_lock held. */
 void
-peer_flush_from_reader_locked (struct peer *p)
+conn_flush_from_reader_locked (struct conn *c)
 {
-  uint64_t gen = p->pr_gen;
+  struct peer *p = c->c_peer;
 
   ASSERT_LOCKED (&p->pr_lock);
   /* (A failed send ends the connection; teardown drops the rest.) */
-  while (!p->pr_sending && p->pr_qhead != NULL &&
-         p->pr_state == CONN_CONNECTED && p->pr_gen == gen) {
-    if (!room_for_next_batch (p)) {
-      p->pr_flush_wanted = true;
+  while (!c->c_sending && c->c_qhead != NULL && !c->c_failed) {
+    if (!room_for_next_batch (c)) {
+      c->c_flush_wanted = true;
       pthread_cond_signal (&p->pr_flush_cond);
       return;
     }
-    send_batches (p, 1);
+    send_batches (c, 1);
   }
 }
 
@@ -248,9 +246,11 @@ peer_flush_thread (void *arg)
 
   pthread_mutex_lock (&p->pr_lock);
   while (!p->pr_stopping) {
-    if (p->pr_flush_wanted) {
-      p->pr_flush_wanted = false;
-      peer_flush_locked (p);
+    struct conn *c = p->pr_conn;
+
+    if (c != NULL && c->c_flush_wanted) {
+      c->c_flush_wanted = false;
+      conn_flush_locked (c);
       continue;
     }
     pthread_cond_wait (&p->pr_flush_cond, &p->pr_lock);
@@ -262,44 +262,44 @@ peer_flush_thread (void *arg)
 /* Take om out of the send queue if it is still there (not yet taken by
  * a sender).  pr_lock held. */
 static bool
-unqueue_locked (struct peer *p, struct out_msg *om)
+unqueue_locked (struct conn *c, struct out_msg *om)
 {
   struct out_msg **pp;
 
-  for (pp = &p->pr_qhead; *pp != NULL; pp = &(*pp)->om_next)
+  for (pp = &c->c_qhead; *pp != NULL; pp = &(*pp)->om_next)
     if (*pp == om) {
       *pp = om->om_next;
-      p->pr_qlen--;
-      if (p->pr_qtail == &om->om_next)
-        p->pr_qtail = pp;
+      c->c_qlen--;
+      if (c->c_qtail == &om->om_next)
+        c->c_qtail = pp;
       return true;
     }
   return false;
 }
 
-/* Send an unsequenced message of connection gen and wait until it has
+/* Send an unsequenced message on connection c and wait until it has
  * left, or the connection has failed and nobody holds om any more (om
  * may live on the caller's stack).  Returns 0 if it was sent, else -1. */
 int
-peer_send_wait (struct peer *p, uint64_t gen, struct out_msg *om)
+conn_send_wait (struct conn *c, struct out_msg *om)
 {
+  struct peer *p = c->c_peer;
   int r = 0;
 
   pthread_mutex_lock (&p->pr_lock);
-  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED) {
+  if (c->c_failed) {
     pthread_mutex_unlock (&p->pr_lock);
     return -1;
   }
-  peer_queue_locked (p, om);
+  conn_queue_locked (c, om);
   while (!om->om_done) {
-    if ((p->pr_gen != gen || p->pr_state != CONN_CONNECTED) &&
-        unqueue_locked (p, om)) {
+    if (c->c_failed && unqueue_locked (c, om)) {
       r = -1;
       break;
     }
     pthread_cond_wait (&p->pr_cond, &p->pr_lock);
   }
-  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
+  if (c->c_failed)
     r = -1;
   pthread_mutex_unlock (&p->pr_lock);
   return r;
@@ -313,15 +313,15 @@ peer_send_wait (struct peer *p, uint64_t gen, struct out_msg *om)
  * ACK; a lone write (QD1) finds nothing due and goes at once.  Its
  * writer waits for its own ACK (t), so someone reads the connection
  * until the held messages are out and answered.  (The reader sends them
- * only where that cannot block: peer_flush_from_reader_locked.)
+ * only where that cannot block: conn_flush_from_reader_locked.)
  * pr_lock held. */
 static bool
-hold_for_answer (const struct peer *p, unsigned type, uint32_t count,
+hold_for_answer (const struct conn *c, unsigned type, uint32_t count,
                  bool on_send, const struct peer_ticket *t)
 {
-  return p->pr_node->n_cfg.cf_cork && wire_type_changes_data (type) &&
+  return c->c_peer->pr_node->n_cfg.cf_cork && wire_type_changes_data (type) &&
          !on_send && t != NULL && count <= CORK_MAX_BYTES &&
-         p->pr_sent_seq > p->pr_acked_seq && p->pr_qlen < CORK_MAX_MSGS;
+         c->c_sent_seq > c->c_acked_seq && c->c_qlen < CORK_MAX_MSGS;
 }
 
 /* Queue a sequenced message to the peer and remember it until the peer
@@ -337,19 +337,28 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
                struct waiter *w, bool on_send, struct out_msg *om,
                struct peer_ticket *t, void *read_buf, int *read_status)
 {
+  struct conn *c = peer_conn_locked (p);
   struct inflight *f;
-  uint64_t seq, gen = p->pr_gen;
+  uint64_t seq;
   int i;
 
   ASSERT_LOCKED (&p->pr_lock);
-  while (p->pr_state == CONN_CONNECTED && p->pr_gen == gen &&
-         p->pr_ring_count == PEER_WINDOW)
-    pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+  if (c != NULL && c->c_ring_count == PEER_WINDOW) {
+    bool failed;
 
-  if (p->pr_state != CONN_CONNECTED || p->pr_gen != gen) {
+    conn_get (c);               /* it may fail and go while we wait */
+    while (!c->c_failed && c->c_ring_count == PEER_WINDOW)
+      pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+    failed = c->c_failed;
+    conn_put (c);
+    if (failed)
+      c = NULL;
+  }
+
+  if (c == NULL) {
     if (wire_type_changes_data (type) && !p->pr_node->n_diskless) {
       bitmap_set_range (&p->pr_bitmap, offset, count);
-      if (p->pr_gen > 0) {      /* a peer we know: it is behind now */
+      if (p->pr_nconns > 0) {   /* a peer we know: it is behind now */
         p->pr_disk = REPL_DISK_OUTDATED;
         p->pr_disk_known = true;
       }
@@ -357,8 +366,8 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
     return 0;
   }
 
-  seq = p->pr_next_seq++;
-  f = window_push_locked (p, seq);
+  seq = c->c_next_seq++;
+  f = window_push_locked (c, seq);
   f->if_offset = offset;
   f->if_count = count;
   f->if_type = type;
@@ -379,7 +388,7 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
                 ? count : type == REPL_MSG_OUT_OF_SYNC ? 8 : 0);
   if (flags & REPL_FLAG_DIGEST) {
     /* data-integrity: crc32c: the digest follows the data.  The sender
-     * computes it, outside pr_lock (peer_queue_locked). */
+     * computes it, outside pr_lock (conn_queue_locked). */
     struct repl_hdr h;
 
     wire_hdr_init (&h, type, flags, count + REPL_DIGEST_SIZE, count, seq,
@@ -393,7 +402,7 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
   f->if_bytes = 0;
   for (i = 0; i < om->om_niov; i++)
     f->if_bytes += om->om_iov[i].iov_len;
-  p->pr_ring_bytes += f->if_bytes;
+  c->c_ring_bytes += f->if_bytes;
   /* The waiter counts two events: the sender letting go of om (and the
    * payload) and the acknowledgement — they may come in either order,
    * since the peer can answer before sendmsg returns.  Protocol A plain
@@ -402,17 +411,17 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
   if (w)
     waiter_add (w, on_send ? 1 : 2);
   if (t != NULL && !on_send) {
-    t->pt_gen = gen;
+    t->pt_conn = conn_get (c);
     t->pt_seq = seq;
     t->pt_applied = p->pr_node->n_cfg.cf_protocol != 'B' ||
                     type == REPL_MSG_FLUSH || (flags & REPL_FLAG_FUA);
     t->pt_answered = false;
     f->if_ticket = t;
   }
-  if (hold_for_answer (p, type, count, on_send, t))
-    append_locked (p, om);      /* the next ACK sends it (handle_ack) */
+  if (hold_for_answer (c, type, count, on_send, t))
+    append_locked (c, om);      /* the next ACK sends it (handle_ack) */
   else
-    peer_queue_locked (p, om);
+    conn_queue_locked (c, om);
   return 1;
 }
 
@@ -460,27 +469,36 @@ peer_submit (struct peer *p, enum repl_msg_type type, uint16_t flags,
   return r;
 }
 
+/* The writer is done with ticket t (it has waited for its waiter). */
+void
+ticket_release (struct peer_ticket *t)
+{
+  conn_put (t->pt_conn);
+  t->pt_conn = NULL;
+}
+
 /* The connection has failed: wait for an active sender to let go of its
  * buffers, then release every queued and unacknowledged message.  Client
  * writes the peer may not have applied are recorded in the dirty bitmap,
  * so a later resync sends them.  pr_lock held. */
 void
-peer_teardown_locked (struct peer *p)
+conn_teardown_locked (struct conn *c)
 {
+  struct peer *p = c->c_peer;
   struct out_msg *om;
 
   ASSERT_LOCKED (&p->pr_lock);
-  assert (p->pr_state != CONN_CONNECTED);
-  while (p->pr_sending)
+  assert (c->c_failed);
+  while (c->c_sending)
     pthread_cond_wait (&p->pr_cond, &p->pr_lock);
 
-  while ((om = p->pr_qhead) != NULL) {
-    p->pr_qhead = om->om_next;
+  while ((om = c->c_qhead) != NULL) {
+    c->c_qhead = om->om_next;
     om_finish (om);
   }
-  p->pr_qtail = &p->pr_qhead;
-  p->pr_qlen = 0;
+  c->c_qtail = &c->c_qhead;
+  c->c_qlen = 0;
 
-  window_fail_all_locked (p);
+  window_fail_all_locked (c);
   pthread_cond_broadcast (&p->pr_cond);
 }

@@ -23,15 +23,16 @@
 
 /* Sync target: send our bitmap for the source, then BITMAP_DONE. */
 static int
-send_bitmap (struct peer *p, uint64_t gen)
+send_bitmap (struct conn *c)
 {
+  struct peer *p = c->c_peer;
   uint64_t nwords = (p->pr_bitmap.bm_nbits + 63) / 64, i;
   size_t bytes = nwords * 8, off;
   uint64_t *words = malloc (bytes ? bytes : 8);
   struct out_msg om;
 
   if (words == NULL) {
-    peer_fail (p, gen, "malloc: %m");
+    conn_fail (c, "malloc: %m");
     return -1;
   }
   pthread_mutex_lock (&p->pr_lock);
@@ -44,14 +45,14 @@ send_bitmap (struct peer *p, uint64_t gen)
                                                 : REPL_MAX_PAYLOAD;
     out_msg_init (&om, REPL_MSG_BITMAP, 0, 0, 0, off,
                   (const char *) words + off, n);
-    if (peer_send_wait (p, gen, &om) == -1) {
+    if (conn_send_wait (c, &om) == -1) {
       free (words);
       return -1;
     }
   }
   free (words);
   out_msg_init (&om, REPL_MSG_BITMAP_DONE, 0, 0, 0, bytes, NULL, 0);
-  return peer_send_wait (p, gen, &om);
+  return conn_send_wait (c, &om);
 }
 
 /* Tell a connected peer our generation UUIDs (after they changed). */
@@ -63,16 +64,16 @@ sync_send_uuids (struct peer *p)
   struct gen_uuids u;
   struct repl_uuids w;
   struct out_msg om;
-  uint64_t gen;
+  struct conn *c;
 
+  if ((c = peer_conn_get (p)) == NULL)
+    return;
   gen_view (node, p, &u);
   gen_to_wire (&u, &w);
   wire_encode_uuids (&w, buf);
-  pthread_mutex_lock (&p->pr_lock);
-  gen = p->pr_gen;
-  pthread_mutex_unlock (&p->pr_lock);
   out_msg_init (&om, REPL_MSG_UUIDS, 0, 0, 0, 0, buf, sizeof buf);
-  peer_send_wait (p, gen, &om);
+  conn_send_wait (c, &om);
+  conn_put (c);
 }
 
 /* Two UpToDate secondaries of the same storage Primary, in the same
@@ -109,27 +110,26 @@ drop_marks_between_secondaries (struct peer *p)
   return meta_write_peer_bitmap (node, p);
 }
 
-/* Did our HELLO_STATE to p say UpToDate? */
+/* Did our HELLO_STATE on c say UpToDate?  (The c_hello_* fields are
+ * written once, in the handshake.) */
 static bool
-announced_uptodate (struct peer *p)
+announced_uptodate (const struct conn *c)
 {
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
-  return p->pr_hello_disk == REPL_DISK_UPTODATE;
+  return c->c_hello_disk == REPL_DISK_UPTODATE;
 }
 
 /* decide_pair_source for this connection, from what the two
  * HELLO_STATEs announced. */
 static int
-pair_source (struct peer *p, const struct repl_hello *h)
+pair_source (const struct conn *c)
 {
-  bool we_up, lower = p->pr_node->n_self->nc_id < p->pr_cfg->nc_id;
-  uint64_t ours;
+  const struct peer *p = c->c_peer;
+  const struct repl_hello *h = &c->c_hello;
+  bool we_up = announced_uptodate (c);
+  bool lower = p->pr_node->n_self->nc_id < p->pr_cfg->nc_id;
+  uint64_t ours = c->c_hello_changes > UINT32_MAX ? UINT32_MAX
+                                                  : c->c_hello_changes;
 
-  pthread_mutex_lock (&p->pr_lock);
-  we_up = p->pr_hello_disk == REPL_DISK_UPTODATE;
-  ours = p->pr_hello_changes > UINT32_MAX ? UINT32_MAX
-                                          : p->pr_hello_changes;
-  pthread_mutex_unlock (&p->pr_lock);
   return decide_pair_source (we_up, h->disk_state == REPL_DISK_UPTODATE,
                              ours, h->uuids.changes, lower);
 }
@@ -149,10 +149,12 @@ drop_marks_if_copy (struct peer *q)
   gen_view (node, q, &ours);
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
-    copy = q->pr_state == CONN_CONNECTED && q->pr_repl == REPL_ESTABLISHED &&
-           q->pr_role != REPL_ROLE_PRIMARY &&
+    struct conn *c = peer_conn_locked (q);
+
+    copy = c != NULL && q->pr_repl == REPL_ESTABLISHED &&
+           c->c_role != REPL_ROLE_PRIMARY &&
            q->pr_disk == REPL_DISK_UPTODATE &&
-           q->pr_peer_uuids.gu_current == ours.gu_current &&
+           c->c_peer_uuids.gu_current == ours.gu_current &&
            bitmap_count (&q->pr_bitmap) > 0;
   }
   return copy ? drop_marks_between_secondaries (q) : 0;
@@ -176,11 +178,12 @@ outdate (struct repl_node *node)
   return 0;
 }
 
-/* Connection gen to p is up; h is the peer's hello.  Called by the peer
- * thread before its receive loop starts. */
+/* Connection c is up; h is the peer's hello.  Called by the peer thread
+ * before its receive loop starts. */
 void
-sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
+sync_on_connect (struct conn *c, const struct repl_hello *h)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   const char *name = p->pr_cfg->nc_name;
   bool we_primary = node_role (node) == REPL_ROLE_PRIMARY;
@@ -189,9 +192,9 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   int d, rule;
 
   /* A diskless node has no generations and nothing to resync. */
-  if (node->n_diskless || p->pr_peer_diskless) {
+  if (node->n_diskless || c->c_peer_diskless) {
     if (node->n_diskless)
-      diskless_peer_uuids (node, p);
+      diskless_peer_uuids (node, c);
     return;
   }
   /* With a diskless primary, or none, storage secondaries resync each
@@ -201,9 +204,9 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
 
   /* The same decision the handshake checked; the state may have moved
    * on since, so it may now refuse. */
-  d = gen_decide (node, p, h, &rule, err, sizeof err);
+  d = gen_decide (node, c, &rule, err, sizeof err);
   if (d == -1) {
-    peer_fail (p, gen, "%s", err);
+    conn_fail (c, "%s", err);
     return;
   }
   log_info ("peer %s: generations: %s (rule %d: %s)", name,
@@ -211,7 +214,7 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   /* The peer has data we lack: until a resync makes us UpToDate again
    * we are Outdated (and, as that, never promoted without --force). */
   if (uuid_decision_is_target (d) && outdate (node) == -1) {
-    peer_fail (p, gen, "cannot write metadata");
+    conn_fail (c, "cannot write metadata");
     return;
   }
   pthread_mutex_lock (&p->pr_lock);
@@ -220,14 +223,14 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
 
   /* A source is a Primary, or an UpToDate secondary with no Primary
    * (an Outdated one would pass on data it knows to be old). */
-  if ((we_primary || (pair && announced_uptodate (p))) &&
+  if ((we_primary || (pair && announced_uptodate (c))) &&
       uuid_decision_is_source (d)) {
     if (uuid_decision_is_full (d)) {
       pthread_mutex_lock (&p->pr_lock);
       bitmap_set_all (&p->pr_bitmap);
       pthread_mutex_unlock (&p->pr_lock);
-      if (gen_full_sync_start_source (node, p, &p->pr_peer_uuids) == -1) {
-        peer_fail (p, gen, "cannot write metadata");
+      if (gen_full_sync_start_source (node, p, &c->c_peer_uuids) == -1) {
+        conn_fail (c, "cannot write metadata");
         return;
       }
     }
@@ -237,17 +240,17 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
     /* Two storage secondaries in the same generation: an UpToDate one
      * sends what was marked (decide_pair_source), from the numbers both
      * HELLO_STATEs announced. */
-    resync = pair_source (p, h) == 1;
+    resync = pair_source (c) == 1;
     if (resync)
       log_info ("peer %s: in the same generation, but chunks are marked "
                 "out of sync (%" PRIu64 " here, %" PRIu32 " there): "
-                "resyncing them from here", name, p->pr_hello_changes,
+                "resyncing them from here", name, c->c_hello_changes,
                 h->uuids.changes);
   }
   else if (d == UUID_NO_SYNC && !we_primary && h->role != REPL_ROLE_PRIMARY &&
            h->disk_state == REPL_DISK_UPTODATE &&
            drop_marks_between_secondaries (p) == -1) {
-    peer_fail (p, gen, "cannot write metadata");
+    conn_fail (c, "cannot write metadata");
     return;
   }
   else if (we_primary) {
@@ -267,7 +270,7 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
   }
 
   pthread_mutex_lock (&p->pr_lock);
-  p->pr_decision = d;
+  c->c_decision = d;
   p->pr_bitmap_rx_bytes = 0;
   if (resync &&
       (uuid_decision_is_source (d) ||
@@ -291,9 +294,7 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
     struct gen_uuids now, sent;
 
     gen_view (node, p, &now);
-    pthread_mutex_lock (&p->pr_lock);
-    sent = p->pr_hello_uuids;
-    pthread_mutex_unlock (&p->pr_lock);
+    sent = c->c_hello_uuids;
     if (now.gu_current != sent.gu_current)
       sync_send_uuids (p);
   }
@@ -302,16 +303,14 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
     bool mine;
 
     /* What our hello announced, which is what the primary expects. */
-    pthread_mutex_lock (&p->pr_lock);
-    mine = p->pr_hello_changes > 0;
-    pthread_mutex_unlock (&p->pr_lock);
+    mine = c->c_hello_changes > 0;
     /* Between two storage secondaries the lower id resyncs what either
      * has marked in the same generation. */
     if ((uuid_decision_is_target (d) &&
          (h->role == REPL_ROLE_PRIMARY ||
           h->disk_state == REPL_DISK_UPTODATE)) ||
         (d == UUID_NO_SYNC &&
-         mine && (!pair || pair_source (p, h) == -1))) {
+         mine && (!pair || pair_source (c) == -1))) {
       /* One source at a time: a second one waits until the first is
        * done (then both decide again); a primary goes first. */
       if (!sync_claim_source (p, h->role == REPL_ROLE_PRIMARY)) {
@@ -323,10 +322,10 @@ sync_on_connect (struct peer *p, uint64_t gen, const struct repl_hello *h)
         return;
       }
       pthread_mutex_lock (&p->pr_lock);
-      if (p->pr_gen == gen && p->pr_state == CONN_CONNECTED)
+      if (!c->c_failed)
         peer_set_repl_locked (p, REPL_WF_BITMAP_T);
       pthread_mutex_unlock (&p->pr_lock);
-      send_bitmap (p, gen);
+      send_bitmap (c);
     }
   }
 }
@@ -352,9 +351,12 @@ sync_claim_source (struct peer *p, bool preempt)
   if (!preempt)
     return false;
   q = node_find_peer (node, old);
-  if (q != NULL)
-    peer_fail (q, q->pr_gen, "the primary %s resyncs this node instead; "
-               "reconnecting", p->pr_cfg->nc_name);
+  if (q != NULL) {
+    pthread_mutex_lock (&q->pr_lock);
+    peer_fail_current_locked (q, "the primary %s resyncs this node "
+                              "instead; reconnecting", p->pr_cfg->nc_name);
+    pthread_mutex_unlock (&q->pr_lock);
+  }
   return true;
 }
 
@@ -382,9 +384,8 @@ sync_release_source (struct peer *p, const char *why)
     pthread_mutex_lock (&q->pr_lock);
     if (q->pr_resync_deferred) {
       q->pr_resync_deferred = false;
-      peer_fail_locked (q, q->pr_gen, "the resync from %s %s; "
-                        "reconnecting to decide again",
-                        p->pr_cfg->nc_name, why);
+      peer_fail_current_locked (q, "the resync from %s %s; reconnecting "
+                                "to decide again", p->pr_cfg->nc_name, why);
     }
     pthread_mutex_unlock (&q->pr_lock);
   }
@@ -428,15 +429,15 @@ reconcile (struct repl_node *node, struct peer *primary)
     if (q == primary || q->pr_cfg->nc_diskless)
       continue;
     pthread_mutex_lock (&q->pr_lock);
-    if (q->pr_state == CONN_CONNECTED) {
+    if (peer_conn_locked (q) != NULL) {
       for (i = 0; i < n; i++)
         bitmap_set_range (&q->pr_bitmap, (uint64_t) ext[i] * extent_size,
                           extent_size);
-      peer_fail_locked (q, q->pr_gen, "the %sprimary %s was lost: "
-                        "reconciling the %" PRIu32 " extent(s) of our "
-                        "activity log",
-                        primary->pr_cfg->nc_diskless ? "diskless " : "",
-                        primary->pr_cfg->nc_name, n);
+      peer_fail_current_locked (q, "the %sprimary %s was lost: "
+                                "reconciling the %" PRIu32 " extent(s) of "
+                                "our activity log",
+                                primary->pr_cfg->nc_diskless ? "diskless " : "",
+                                primary->pr_cfg->nc_name, n);
     }
     pthread_mutex_unlock (&q->pr_lock);
   }
@@ -445,17 +446,18 @@ reconcile (struct repl_node *node, struct peer *primary)
 
 static int check_newer_peer (struct peer *q);
 
-/* The connection to p was lost. */
+/* Connection c was lost (and torn down). */
 void
-sync_on_lost (struct peer *p)
+sync_on_lost (struct conn *c)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   bool goodbye, was_primary;
 
   sync_release_source (p, "was interrupted");
   pthread_mutex_lock (&p->pr_lock);
-  goodbye = p->pr_peer_goodbye;
-  was_primary = p->pr_role == REPL_ROLE_PRIMARY;
+  goodbye = c->c_peer_goodbye;
+  was_primary = c->c_role == REPL_ROLE_PRIMARY;
   pthread_mutex_unlock (&p->pr_lock);
   if (!node->n_diskless && was_primary && !goodbye &&
       node_role (node) != REPL_ROLE_PRIMARY)
@@ -478,24 +480,25 @@ sync_on_lost (struct peer *p)
   atomic_store (&node->n_gen_pending, true);
 }
 
-/* An in-sync secondary follows its primary p into p's generation (its
- * current UUID as p last told us); a resync target keeps its own until
- * the resync ends.  Returns 0, or -1 if the metadata cannot be
- * written. */
+/* An in-sync secondary follows its primary, the peer of c, into its
+ * generation (its current UUID as it last told us on c); a resync
+ * target keeps its own until the resync ends.  Returns 0, or -1 if the
+ * metadata cannot be written. */
 int
-sync_follow_primary (struct peer *p)
+sync_follow_primary (struct conn *c)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   enum repl_disk_state disk;
   struct gen_uuids ours;
   bool follow;
   uint64_t current;
 
-  if (node->n_diskless || p->pr_peer_diskless)
+  if (node->n_diskless || c->c_peer_diskless)
     return 0;                   /* no generations on one side */
   pthread_mutex_lock (&p->pr_lock);
-  follow = p->pr_role == REPL_ROLE_PRIMARY && !peer_resyncing_locked (p);
-  current = p->pr_peer_uuids.gu_current;
+  follow = c->c_role == REPL_ROLE_PRIMARY && !peer_resyncing_locked (p);
+  current = c->c_peer_uuids.gu_current;
   pthread_mutex_unlock (&p->pr_lock);
   if (current == 0 || current == UUID_JUST_CREATED)
     return 0;
@@ -528,17 +531,19 @@ check_newer_peer (struct peer *q)
 {
   struct repl_node *node = q->pr_node;
   struct gen_uuids ours, theirs;
-  bool connected;
+  struct conn *c;
+  bool storage = false;
   int rule;
 
-  if (node->n_diskless || q->pr_peer_diskless ||
-      !node_no_storage_primary (node))
+  if (node->n_diskless || !node_no_storage_primary (node))
     return 0;
   pthread_mutex_lock (&q->pr_lock);
-  connected = q->pr_state == CONN_CONNECTED;
-  theirs = q->pr_peer_uuids;
+  if ((c = peer_conn_locked (q)) != NULL && !c->c_peer_diskless) {
+    storage = true;
+    theirs = c->c_peer_uuids;
+  }
   pthread_mutex_unlock (&q->pr_lock);
-  if (!connected)
+  if (!storage)
     return 0;
   gen_view (node, q, &ours);
   if (!uuid_decision_is_target (uuid_compare (&ours, &theirs, &rule)))
@@ -552,9 +557,9 @@ check_newer_peer (struct peer *q)
 /* A generation message from the peer.  Returns 0, or -1 once the
  * connection has failed (reported). */
 int
-sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
-             const uint8_t *payload)
+sync_handle (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   const char *name = p->pr_cfg->nc_name;
   char err[256];
@@ -565,25 +570,25 @@ sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
     struct gen_uuids u;
 
     if (wire_decode_uuids (payload, h->length, &w, err, sizeof err) == -1) {
-      peer_fail (p, gen, "protocol error: %s", err);
+      conn_fail (c, "protocol error: %s", err);
       return -1;
     }
     u = (struct gen_uuids) { .gu_current = w.current, .gu_bitmap = w.bitmap,
                              .gu_history = { w.history[0], w.history[1] },
                              .gu_flags = w.flags };
     if (uuid_check (&u, err, sizeof err) == -1) {
-      peer_fail (p, gen, "protocol error: UUIDS: %s", err);
+      conn_fail (c, "protocol error: UUIDS: %s", err);
       return -1;
     }
     pthread_mutex_lock (&p->pr_lock);
-    p->pr_peer_uuids = u;
+    c->c_peer_uuids = u;
     pthread_mutex_unlock (&p->pr_lock);
     if (node->n_diskless) {
-      diskless_peer_uuids (node, p);
+      diskless_peer_uuids (node, c);
       return 0;
     }
-    if (sync_follow_primary (p) == -1 || check_newer_peer (p) == -1) {
-      peer_fail (p, gen, "cannot write metadata");
+    if (sync_follow_primary (c) == -1 || check_newer_peer (p) == -1) {
+      conn_fail (c, "cannot write metadata");
       return -1;
     }
     return 0;
@@ -615,7 +620,7 @@ sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
     }
     pthread_mutex_unlock (&p->pr_lock);
     if (!ok) {
-      peer_fail (p, gen, "protocol error: BITMAP of %" PRIu32 " bytes at "
+      conn_fail (c, "protocol error: BITMAP of %" PRIu32 " bytes at "
                  "byte %" PRIu64 " not expected (bitmap of %" PRIu64
                  " bytes)", h->length, h->offset, nwords * 8);
       return -1;
@@ -635,7 +640,7 @@ sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
                                                      thread */
     pthread_mutex_unlock (&p->pr_lock);
     if (!ok) {
-      peer_fail (p, gen, "protocol error: BITMAP_DONE after %" PRIu64
+      conn_fail (c, "protocol error: BITMAP_DONE after %" PRIu64
                  " of %" PRIu64 " bytes", p->pr_bitmap_rx_bytes,
                  nwords * 8);
       return -1;

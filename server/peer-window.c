@@ -1,7 +1,7 @@
 /* nbdrepl: a connection's in-flight window.
  * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
  *
- * Every sequenced message sent to a peer stays in the window (pr_ring,
+ * Every sequenced message sent to a peer stays in the window (c_ring,
  * in sequence order) until the peer acknowledges it; this file is the
  * only one that adds to it, retires from it or empties it, and states
  * once what each acknowledgement means:
@@ -20,7 +20,7 @@
  *                      (window_fail_all_locked); client writes among
  *                      them go into the peer's bitmap, for a resync.
  *
- * All under pr_lock.  Waiters are collected, not completed, so that the
+ * All under the peer's pr_lock.  Waiters are collected, not completed, so that the
  * caller completes them after dropping the lock.
  */
 #include <config.h>
@@ -33,14 +33,14 @@
 /* The slot for the next message, seq; the caller has checked that the
  * window has room and fills in the rest. */
 struct inflight *
-window_push_locked (struct peer *p, uint64_t seq)
+window_push_locked (struct conn *c, uint64_t seq)
 {
   struct inflight *f;
 
-  ASSERT_LOCKED (&p->pr_lock);
-  assert (p->pr_ring_count < PEER_WINDOW);
-  f = &p->pr_ring[(p->pr_ring_head + p->pr_ring_count) % PEER_WINDOW];
-  p->pr_ring_count++;
+  ASSERT_LOCKED (&c->c_peer->pr_lock);
+  assert (c->c_ring_count < PEER_WINDOW);
+  f = &c->c_ring[(c->c_ring_head + c->c_ring_count) % PEER_WINDOW];
+  c->c_ring_count++;
   f->if_seq = seq;
   return f;
 }
@@ -48,17 +48,17 @@ window_push_locked (struct peer *p, uint64_t seq)
 /* The message with sequence number seq, or NULL if it is not in the
  * window. */
 struct inflight *
-window_find_locked (struct peer *p, uint64_t seq)
+window_find_locked (struct conn *c, uint64_t seq)
 {
   uint64_t first;
 
-  ASSERT_LOCKED (&p->pr_lock);
-  if (p->pr_ring_count == 0)
+  ASSERT_LOCKED (&c->c_peer->pr_lock);
+  if (c->c_ring_count == 0)
     return NULL;
-  first = p->pr_ring[p->pr_ring_head].if_seq;
-  if (seq < first || seq - first >= p->pr_ring_count)
+  first = c->c_ring[c->c_ring_head].if_seq;
+  if (seq < first || seq - first >= c->c_ring_count)
     return NULL;
-  return &p->pr_ring[(p->pr_ring_head + (seq - first)) % PEER_WINDOW];
+  return &c->c_ring[(c->c_ring_head + (seq - first)) % PEER_WINDOW];
 }
 
 /* Does this message wait for the applied ACK?  By its type
@@ -87,14 +87,15 @@ answered (struct inflight *f, struct waiter **done, size_t *ndone)
 }
 
 /* The peer's ACK (RECEIVED with received) or NACK of seq, on connection
- * gen.  The waiters to complete go to done[*ndone...].  Returns 0, or -1
+ * c.  The waiters to complete go to done[*ndone...].  Returns 0, or -1
  * once the connection has failed (a NACK, an ACK outside the window, or
  * a received-ACK covering a message that must be applied first:
  * reported). */
 int
-window_ack_locked (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
-                   bool received, struct waiter **done, size_t *ndone)
+window_ack_locked (struct conn *c, uint64_t seq, bool nack, bool received,
+                   struct waiter **done, size_t *ndone)
 {
+  struct peer *p = c->c_peer;
   const char *what = nack ? "NACK" : "ACK";
   bool wake = false;
   uint64_t first, k;
@@ -104,24 +105,24 @@ window_ack_locked (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
   /* Once the connection has failed, writers record their ranges in the
    * bitmap; a late ACK must not clear those bits.  Teardown settles
    * everything still in the window. */
-  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
+  if (c->c_failed)
     return -1;
-  if (p->pr_ring_count == 0) {
-    peer_fail_locked (p, gen, "protocol error: %s %" PRIu64
+  if (c->c_ring_count == 0) {
+    conn_fail_locked (c, "protocol error: %s %" PRIu64
                       " with nothing in flight", what, seq);
     return -1;
   }
-  first = p->pr_ring[p->pr_ring_head].if_seq;
-  f = window_find_locked (p, seq);
+  first = c->c_ring[c->c_ring_head].if_seq;
+  f = window_find_locked (c, seq);
   if (f == NULL) {
-    peer_fail_locked (p, gen, "protocol error: %s %" PRIu64
+    conn_fail_locked (c, "protocol error: %s %" PRIu64
                       " outside the window %" PRIu64 "..%" PRIu64,
-                      what, seq, first, first + p->pr_ring_count - 1);
+                      what, seq, first, first + c->c_ring_count - 1);
     return -1;
   }
   if (nack) {
     /* Teardown records this and every later message in the bitmap. */
-    peer_fail_locked (p, gen, "%s of %" PRIu32 " bytes at offset %" PRIu64
+    conn_fail_locked (c, "%s of %" PRIu32 " bytes at offset %" PRIu64
                       " failed on the peer's disk",
                       wire_type_name (f->if_type), f->if_count, f->if_offset);
     return -1;
@@ -132,29 +133,29 @@ window_ack_locked (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
      * applied first (secondary: handle_batch); a READ_REQ's data, for
      * one, must still come. */
     for (k = 0; k <= seq - first; k++) {
-      f = &p->pr_ring[(p->pr_ring_head + k) % PEER_WINDOW];
+      f = &c->c_ring[(c->c_ring_head + k) % PEER_WINDOW];
       if (needs_applied_ack (f)) {
-        peer_fail_locked (p, gen, "protocol error: received-ACK %" PRIu64
+        conn_fail_locked (c, "protocol error: received-ACK %" PRIu64
                           " covers %s %" PRIu64 ", which must be applied "
                           "first", seq, wire_type_name (f->if_type),
                           f->if_seq);
         return -1;
       }
     }
-    if (seq > p->pr_received_seq)
-      p->pr_received_seq = seq;
+    if (seq > c->c_received_seq)
+      c->c_received_seq = seq;
     for (k = 0; k <= seq - first; k++)
-      answered (&p->pr_ring[(p->pr_ring_head + k) % PEER_WINDOW], done,
+      answered (&c->c_ring[(c->c_ring_head + k) % PEER_WINDOW], done,
                 ndone);
     return 0;
   }
 
-  if (p->pr_ring_count == PEER_WINDOW)
+  if (c->c_ring_count == PEER_WINDOW)
     wake = true;                /* writers wait for room */
-  p->pr_acked_seq = seq;
-  while (p->pr_ring_count > 0 &&
-         p->pr_ring[p->pr_ring_head].if_seq <= seq) {
-    f = &p->pr_ring[p->pr_ring_head];
+  c->c_acked_seq = seq;
+  while (c->c_ring_count > 0 &&
+         c->c_ring[c->c_ring_head].if_seq <= seq) {
+    f = &c->c_ring[c->c_ring_head];
     switch (f->if_type) {
     case REPL_MSG_RESYNC_DATA:
       bitmap_clear_range (&p->pr_bitmap, f->if_offset, f->if_count);
@@ -166,9 +167,9 @@ window_ack_locked (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
       break;
     }
     answered (f, done, ndone);
-    p->pr_ring_bytes -= f->if_bytes;
-    p->pr_ring_head = (p->pr_ring_head + 1) % PEER_WINDOW;
-    p->pr_ring_count--;
+    c->c_ring_bytes -= f->if_bytes;
+    c->c_ring_head = (c->c_ring_head + 1) % PEER_WINDOW;
+    c->c_ring_count--;
   }
   if (wake)
     pthread_cond_broadcast (&p->pr_cond);
@@ -180,19 +181,21 @@ window_ack_locked (struct peer *p, uint64_t gen, uint64_t seq, bool nack,
  * that a later resync sends them; their writers complete (and find
  * their tickets unanswered: write-path.c). */
 void
-window_fail_all_locked (struct peer *p)
+window_fail_all_locked (struct conn *c)
 {
+  struct peer *p = c->c_peer;
+
   ASSERT_LOCKED (&p->pr_lock);
-  assert (p->pr_state != CONN_CONNECTED);
-  while (p->pr_ring_count > 0) {
-    struct inflight *f = &p->pr_ring[p->pr_ring_head];
+  assert (c->c_failed);
+  while (c->c_ring_count > 0) {
+    struct inflight *f = &c->c_ring[c->c_ring_head];
 
     if (wire_type_changes_data (f->if_type))
       bitmap_set_range (&p->pr_bitmap, f->if_offset, f->if_count);
     if (f->if_waiter)
       waiter_complete (f->if_waiter);
-    p->pr_ring_head = (p->pr_ring_head + 1) % PEER_WINDOW;
-    p->pr_ring_count--;
+    c->c_ring_head = (c->c_ring_head + 1) % PEER_WINDOW;
+    c->c_ring_count--;
   }
-  p->pr_ring_bytes = 0;
+  c->c_ring_bytes = 0;
 }

@@ -4,9 +4,9 @@
  * There is exactly one TCP connection per pair of nodes: the node with
  * the lower id dials, the other accepts (listener.c hands it over).
  * Either may start first; the dialler retries with backoff.  Each peer
- * has one thread that establishes the connection, runs the receive loop
- * (peer-receive.c) and, when the connection fails, tears it down and
- * starts again.
+ * has one thread that establishes the connection (a new struct conn
+ * each time, conn.c), runs its receive loop (peer-receive.c) and, when
+ * it fails, tears it down and starts again.
  */
 #include <config.h>
 
@@ -48,16 +48,9 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
     log_error ("calloc: %m");
     return NULL;
   }
-  p->pr_ring = calloc (PEER_WINDOW, sizeof *p->pr_ring);
-  if (p->pr_ring == NULL) {
-    log_error ("calloc: %m");
-    free (p);
-    return NULL;
-  }
   if (bitmap_init (&p->pr_bitmap, node->n_vol.vol_size,
                    node->n_cfg.cf_bitmap_granularity) == -1) {
     log_error ("peer %s: bitmap: %m", cfg->nc_name);
-    free (p->pr_ring);
     free (p);
     return NULL;
   }
@@ -68,7 +61,6 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
       while (i > 0)
         free (p->pr_resync_bufs[--i]);
       bitmap_free (&p->pr_bitmap);
-      free (p->pr_ring);
       free (p);
       return NULL;
     }
@@ -83,12 +75,7 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
   cond_init (&p->pr_resync_cond);
   cond_init (&p->pr_flush_cond);
   p->pr_state = CONN_CONNECTING;
-  p->pr_fd = -1;
   p->pr_incoming_fd = -1;
-  p->pr_decision = -1;
-  p->pr_qtail = &p->pr_qhead;
-  p->pr_ack_msg.om_done = true;
-  p->pr_away_msg.om_done = true;
   return p;
 }
 
@@ -98,10 +85,10 @@ peer_free (struct peer *p)
   if (p == NULL)
     return;
   assert (p->pr_magic == PEER_MAGIC);
+  assert (p->pr_conn == NULL);
   if (p->pr_incoming_fd >= 0)
     close (p->pr_incoming_fd);
   bitmap_free (&p->pr_bitmap);
-  free (p->pr_ring);
   free (p->pr_verify_digests);
   free (p->pr_read_buf);
   if (p->pr_csum_done) {
@@ -117,51 +104,6 @@ peer_free (struct peer *p)
   pthread_mutex_destroy (&p->pr_lock);
   p->pr_magic = 0;
   free (p);
-}
-
-static void
-vfail_locked (struct peer *p, uint64_t gen, const char *fmt, va_list ap)
-{
-  ASSERT_LOCKED (&p->pr_lock);
-  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED)
-    return;                     /* already failed, or a newer connection */
-  vsnprintf (p->pr_last_error, sizeof p->pr_last_error, fmt, ap);
-  if (p->pr_stopping || p->pr_peer_goodbye) /* an orderly stop is not a
-                                               fault */
-    log_info ("peer %s: %s; disconnecting", p->pr_cfg->nc_name,
-              p->pr_last_error);
-  else
-    log_error ("peer %s: %s; disconnecting", p->pr_cfg->nc_name,
-               p->pr_last_error);
-  peer_set_conn_locked (p, CONN_DISCONNECTING);
-  /* Wakes the receiver out of recv and any sender out of sendmsg. */
-  shutdown (p->pr_fd, SHUT_RDWR);
-  pthread_cond_broadcast (&p->pr_cond);
-  pthread_cond_broadcast (&p->pr_rx_cond);
-}
-
-/* Declare connection generation gen dead, once, saying why.  Safe from
- * any thread; a no-op if that connection has already failed. */
-void
-peer_fail_locked (struct peer *p, uint64_t gen, const char *fmt, ...)
-{
-  va_list ap;
-
-  va_start (ap, fmt);
-  vfail_locked (p, gen, fmt, ap);
-  va_end (ap);
-}
-
-void
-peer_fail (struct peer *p, uint64_t gen, const char *fmt, ...)
-{
-  va_list ap;
-
-  pthread_mutex_lock (&p->pr_lock);
-  va_start (ap, fmt);
-  vfail_locked (p, gen, fmt, ap);
-  va_end (ap);
-  pthread_mutex_unlock (&p->pr_lock);
 }
 
 /* A connection to or from this peer is refused: say why in the log,
@@ -218,7 +160,8 @@ peer_hand_over (struct peer *p, int fd, const char *from,
   p->pr_incoming_hello = *hello;
   /* A peer only dials again after losing the old connection, perhaps by
    * restarting, before we noticed: the new connection wins. */
-  peer_fail_locked (p, p->pr_gen, "peer connected again; replacing the old connection");
+  peer_fail_current_locked (p, "peer connected again; replacing the old "
+                            "connection");
   pthread_cond_broadcast (&p->pr_cond);
   pthread_mutex_unlock (&p->pr_lock);
 }
@@ -279,12 +222,13 @@ peer_send_hello (struct peer *p, int fd)
                           node->n_cfg.cf_ping_timeout_ms);
 }
 
-/* Send our HELLO_STATE on fd, once the peer is authenticated (peer
- * thread only).  It records what it said, which the decision at connect
- * compares. */
+/* Send our HELLO_STATE on c, once the peer is authenticated (peer
+ * thread only, before c is published).  It records what it said, which
+ * the decision at connect compares. */
 static int
-send_hello_state (struct peer *p, int fd)
+send_hello_state (struct conn *c)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   uint8_t buf[REPL_HDR_SIZE + REPL_HELLO_STATE_SIZE];
   struct repl_hdr h;
@@ -307,16 +251,16 @@ send_hello_state (struct peer *p, int fd)
   pthread_mutex_unlock (&node->n_md_io_lock);
   pthread_mutex_lock (&p->pr_lock);
   changes = bitmap_count (&p->pr_bitmap);
-  p->pr_hello_uuids = u;
-  p->pr_hello_changes = changes;
-  p->pr_hello_disk = hello.disk_state;
   pthread_mutex_unlock (&p->pr_lock);
+  c->c_hello_uuids = u;
+  c->c_hello_changes = changes;
+  c->c_hello_disk = hello.disk_state;
   hello.uuids.changes = changes > UINT32_MAX ? UINT32_MAX : changes;
 
   wire_hdr_init (&h, REPL_MSG_HELLO_STATE, 0, REPL_HELLO_STATE_SIZE, 0, 0, 0);
   wire_encode_hdr (&h, buf);
   wire_encode_hello_state (&hello, buf + REPL_HDR_SIZE);
-  return sock_write_full (fd, buf, sizeof buf,
+  return sock_write_full (c->c_fd, buf, sizeof buf,
                           node->n_cfg.cf_ping_timeout_ms);
 }
 
@@ -440,16 +384,18 @@ check_ident (struct peer *p, const struct repl_hello *h)
  * discard our data).  Only ever run on a HELLO_STATE, which comes after
  * the authentication.  Returns 0, or -1 with the reason recorded. */
 static int
-check_hello (struct peer *p, const struct repl_hello *h)
+check_hello (struct conn *c)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
+  const struct repl_hello *h = &c->c_hello;
   char err[512];
   int rule;
 
   if (node->n_diskless || h->disk_state == REPL_DISK_DISKLESS) {
-    if (role_check_peer_role (node, p, h->role, err, sizeof err) == -1)
+    if (role_check_peer_role (node, c, h->role, err, sizeof err) == -1)
       goto refuse;
-    if (diskless_check_hello (node, p, h, err, sizeof err) == -1)
+    if (diskless_check_hello (node, c, err, sizeof err) == -1)
       goto refuse;
     return 0;
   }
@@ -462,9 +408,9 @@ check_hello (struct peer *p, const struct repl_hello *h)
   }
   /* At most one Primary; a node started with role=primary may give way
    * (role_start_yield). */
-  if (role_check_peer_role (node, p, h->role, err, sizeof err) == -1)
+  if (role_check_peer_role (node, c, h->role, err, sizeof err) == -1)
     goto refuse;
-  if (gen_decide (node, p, h, &rule, err, sizeof err) == -1)
+  if (gen_decide (node, c, &rule, err, sizeof err) == -1)
     goto refuse;
   return 0;
 
@@ -477,29 +423,40 @@ check_hello (struct peer *p, const struct repl_hello *h)
  * authenticated: tell each other our state (HELLO_STATE), and check the
  * peer's.  Both send before either reads. */
 static int
-exchange_state (struct peer *p, int fd, struct repl_hello *hello)
+exchange_state (struct conn *c)
 {
-  if (send_hello_state (p, fd) == -1) {
+  struct peer *p = c->c_peer;
+
+  if (send_hello_state (c) == -1) {
     set_error (p, "sending HELLO_STATE: %m");
     return -1;
   }
-  if (read_hello_state (p, fd, hello) == -1 || check_hello (p, hello) == -1)
+  if (read_hello_state (p, c->c_fd, &c->c_hello) == -1)
     return -1;
-  return 0;
+  c->c_role = c->c_hello.role;
+  c->c_peer_diskless = c->c_hello.disk_state == REPL_DISK_DISKLESS;
+  c->c_peer_uuids = (struct gen_uuids) {
+    .gu_current = c->c_hello.uuids.current,
+    .gu_bitmap = c->c_hello.uuids.bitmap,
+    .gu_history = { c->c_hello.uuids.history[0],
+                    c->c_hello.uuids.history[1] },
+    .gu_flags = c->c_hello.uuids.flags,
+  };
+  return check_hello (c);
 }
 
-/* Get a connected, handshaken socket, or -1 if stopping: one the
- * listener authenticated and handed over, or one we dial and
- * authenticate here; then the HELLO_STATEs.  hello gets the peer's
- * HELLO and HELLO_STATE. */
-static int
-establish (struct peer *p, struct repl_hello *hello)
+/* Get a connection, handshaken, or NULL if stopping: on a socket the
+ * listener authenticated and handed over, or on one we dial and
+ * authenticate here; then the HELLO_STATEs. */
+static struct conn *
+establish (struct peer *p)
 {
-  const struct repl_node_cfg *c = p->pr_cfg;
+  const struct repl_node_cfg *nc = p->pr_cfg;
   unsigned backoff = BACKOFF_MIN_MS;
   unsigned backoff_max = p->pr_node->n_cfg.cf_connect_retry_max_ms;
 
   for (;;) {
+    struct repl_hello hello;
     int fd = -1;
     char err[512];
 
@@ -510,11 +467,11 @@ establish (struct peer *p, struct repl_hello *hello)
     }
     if (p->pr_stopping) {
       pthread_mutex_unlock (&p->pr_lock);
-      return -1;
+      return NULL;
     }
     if (p->pr_incoming_fd >= 0) {   /* the peer dialled us */
       fd = p->pr_incoming_fd;
-      *hello = p->pr_incoming_hello;
+      hello = p->pr_incoming_hello;
       p->pr_incoming_fd = -1;
     }
     peer_set_conn_locked (p, CONN_HANDSHAKE);
@@ -522,23 +479,23 @@ establish (struct peer *p, struct repl_hello *hello)
 
     if (fd == -1) {
       /* We dial: the same steps as the listener's, in the same order. */
-      fd = sock_connect_tcp (c->nc_host, c->nc_port,
+      fd = sock_connect_tcp (nc->nc_host, nc->nc_port,
                              p->pr_node->n_cfg.cf_ping_timeout_ms,
                              p->pr_node->n_cfg.cf_sndbuf_size,
                              p->pr_node->n_cfg.cf_rcvbuf_size);
       if (fd == -1)
-        set_error (p, "connect to %s: %m", c->nc_address);
+        set_error (p, "connect to %s: %m", nc->nc_address);
       else if (p->pr_node->n_cfg.cf_tls &&
                (fd = peer_tls_connect (p, fd, err, sizeof err)) == -1)
-        set_error (p, "connect to %s: %s", c->nc_address, err);
+        set_error (p, "connect to %s: %s", nc->nc_address, err);
       else if (peer_send_hello (p, fd) == -1) {
         set_error (p, "sending hello: %m");
         close (fd);
         fd = -1;
       }
-      else if (read_hello (p, fd, hello) == -1 ||
-               check_ident (p, hello) == -1 ||
-               peer_authenticate (p, fd, c->nc_address, false, hello,
+      else if (read_hello (p, fd, &hello) == -1 ||
+               check_ident (p, &hello) == -1 ||
+               peer_authenticate (p, fd, nc->nc_address, false, &hello,
                                   now_ns () + 2 * UINT64_C (1000000) *
                                   p->pr_node->n_cfg.cf_ping_timeout_ms)
                == -1) {
@@ -547,22 +504,70 @@ establish (struct peer *p, struct repl_hello *hello)
       }
     }
     /* Authenticated, ours or handed over by the listener. */
-    if (fd >= 0 && exchange_state (p, fd, hello) == -1) {
+    if (fd >= 0) {
+      struct conn *c = conn_new (p, fd, &hello);
+
+      if (c != NULL && exchange_state (c) == 0)
+        return c;
+      conn_put (c);
       close (fd);
-      fd = -1;
     }
-    if (fd >= 0)
-      return fd;
 
     pthread_mutex_lock (&p->pr_lock);
     peer_set_conn_locked (p, CONN_CONNECTING);
     if (!sleep_locked (p, backoff)) {
       pthread_mutex_unlock (&p->pr_lock);
-      return -1;
+      return NULL;
     }
     pthread_mutex_unlock (&p->pr_lock);
     backoff = backoff * 2 > backoff_max ? backoff_max : backoff * 2;
   }
+}
+
+/* Publish connection c (Connected): pr_lock held. */
+static void
+connected_locked (struct peer *p, struct conn *c)
+{
+  uint64_t now = now_ns ();
+  int sz = 0;
+  socklen_t len = sizeof sz;
+
+  ASSERT_LOCKED (&p->pr_lock);
+  c->c_id = ++p->pr_nconns;
+  c->c_sndbuf = getsockopt (c->c_fd, SOL_SOCKET, SO_SNDBUF, &sz, &len) == 0
+                ? sz : 0;
+  c->c_last_recv_ns = c->c_last_ping_ns = c->c_connected_ns = now;
+  p->pr_conn = conn_get (c);
+  peer_set_conn_locked (p, CONN_CONNECTED);
+  peer_set_repl_locked (p, REPL_ESTABLISHED);
+  p->pr_disk = c->c_hello.disk_state;
+  p->pr_disk_known = true;
+  p->pr_last_error[0] = '\0';
+  p->pr_resync_total = p->pr_resync_done = 0;
+  p->pr_resync_deferred = false;
+  pthread_cond_broadcast (&p->pr_cond);
+}
+
+/* Connection c has failed and its receive loop returned: release what
+ * it held, and forget it (pr_lock held). */
+static void
+disconnected_locked (struct peer *p, struct conn *c, bool primary)
+{
+  ASSERT_LOCKED (&p->pr_lock);
+  assert (p->pr_conn == c && c->c_failed &&
+          p->pr_state == CONN_DISCONNECTING);
+  conn_teardown_locked (c);
+  p->pr_conn = NULL;
+  conn_put (c);
+  peer_set_conn_locked (p, CONN_CONNECTING);
+  peer_set_repl_locked (p, REPL_OFF);
+  /* What we know of its disk from now on: Outdated if it lacks writes
+   * of ours, a Primary's (the write path marks that too); else nothing. */
+  if (primary && bitmap_count (&p->pr_bitmap) > 0)
+    p->pr_disk = REPL_DISK_OUTDATED;
+  else
+    p->pr_disk_known = false;
+  pthread_cond_broadcast (&p->pr_cond);
 }
 
 static void *
@@ -571,16 +576,12 @@ peer_thread (void *arg)
   struct peer *p = arg;
   struct repl_node *node = p->pr_node;
   const char *name = p->pr_cfg->nc_name;
+  struct conn *c;
 
-  for (;;) {
-    struct repl_hello hello;
-    uint64_t gen;
-    bool primary;
-    int fd = establish (p, &hello);
+  while ((c = establish (p)) != NULL) {
     struct timeval tv;
-
-    if (fd == -1)
-      break;
+    int fd = c->c_fd;
+    bool primary;
 
     /* A send that makes no progress for `timeout` fails, so a stalled
      * peer can never block a sender for ever. */
@@ -589,89 +590,44 @@ peer_thread (void *arg)
     setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 
     pthread_mutex_lock (&p->pr_lock);
-    if (p->pr_stopping) {       /* stopped during the handshake */
+    if (p->pr_stopping || p->pr_incoming_fd >= 0) {
+      /* Stopped during the handshake, or the peer dialled again while
+       * we shook hands on its previous connection (peer_hand_over could
+       * not fail that one: it was not published yet): the new
+       * connection wins here too. */
+      bool stopping = p->pr_stopping;
+
+      if (!stopping)
+        log_error ("peer %s: peer connected again; replacing the old "
+                   "connection (still in its handshake)", name);
+      peer_set_conn_locked (p, CONN_CONNECTING);
       pthread_mutex_unlock (&p->pr_lock);
+      conn_put (c);
       close (fd);
-      break;
-    }
-    if (p->pr_incoming_fd >= 0) {
-      /* The peer dialled again while we shook hands on its previous
-       * connection (peer_hand_over could not fail that one: it was not
-       * connected yet): the new connection wins here too. */
-      log_error ("peer %s: peer connected again; replacing the old "
-                 "connection (still in its handshake)", name);
-      pthread_mutex_unlock (&p->pr_lock);
-      close (fd);
+      if (stopping)
+        break;
       continue;
     }
     /* Logged before the resync thread can log its start. */
     log_info ("peer %s: connected (%s, %s)", name,
-              role_name (hello.role), disk_state_name (hello.disk_state));
-    gen = ++p->pr_gen;
-    p->pr_fd = fd;
-    {
-      int sz = 0;
-      socklen_t len = sizeof sz;
-      p->pr_sndbuf = getsockopt (fd, SOL_SOCKET, SO_SNDBUF, &sz, &len) == 0
-                     ? sz : 0;
-    }
-    p->pr_flush_wanted = false;
-    peer_set_conn_locked (p, CONN_CONNECTED);
-    peer_set_repl_locked (p, REPL_ESTABLISHED);
-    p->pr_next_seq = 1;
-    p->pr_sent_seq = 0;
-    p->pr_ring_bytes = 0;
-    p->pr_acked_seq = p->pr_received_seq = 0;
-    p->pr_expect_seq = 1;
-    p->pr_role = hello.role;
-    p->pr_disk = hello.disk_state;
-    p->pr_disk_known = true;
-    p->pr_peer_diskless = hello.disk_state == REPL_DISK_DISKLESS;
-    p->pr_peer_size = hello.size;
-    p->pr_away_mask = 0;
-    p->pr_dl_sent_away = 0;
-    p->pr_dl_sent_uuid = 0;
-    p->pr_dl_in_gen = false;
-    p->pr_last_error[0] = '\0';
-    p->pr_last_recv_ns = now_ns ();
-    p->pr_last_ping_ns = p->pr_last_recv_ns;
-    p->pr_connected_ns = p->pr_last_recv_ns;
-    p->pr_resync_total = p->pr_resync_done = 0;
-    p->pr_peer_uuids = (struct gen_uuids) {
-      .gu_current = hello.uuids.current, .gu_bitmap = hello.uuids.bitmap,
-      .gu_history = { hello.uuids.history[0], hello.uuids.history[1] },
-      .gu_flags = hello.uuids.flags,
-    };
-    p->pr_decision = -1;
-    p->pr_resync_deferred = false;
-    p->pr_peer_goodbye = false;
-    pthread_cond_broadcast (&p->pr_cond);
+              role_name (c->c_hello.role),
+              disk_state_name (c->c_hello.disk_state));
+    connected_locked (p, c);
     pthread_mutex_unlock (&p->pr_lock);
 
     pthread_mutex_lock (&node->n_lock);
-    if (hello.role == REPL_ROLE_PRIMARY)
+    if (c->c_hello.role == REPL_ROLE_PRIMARY)
       node->n_primary_id = p->pr_cfg->nc_id;
     pthread_mutex_unlock (&node->n_lock);
     node_quorum_changed (node);
 
-    sync_on_connect (p, gen, &hello);
-    peer_receive_loop (p, gen, fd);
+    sync_on_connect (c, &c->c_hello);
+    conn_receive_loop (c);
 
     primary = node_role (node) == REPL_ROLE_PRIMARY;
     pthread_mutex_lock (&p->pr_lock);
-    /* The receive loop only returns after peer_fail. */
-    assert (p->pr_state == CONN_DISCONNECTING);
-    peer_teardown_locked (p);
-    peer_set_conn_locked (p, CONN_CONNECTING);
-    p->pr_fd = -1;
-    peer_set_repl_locked (p, REPL_OFF);
-    /* What we know of its disk from now on: Outdated if it lacks writes
-     * of ours, a Primary's (the write path marks that too); else nothing. */
-    if (primary && bitmap_count (&p->pr_bitmap) > 0)
-      p->pr_disk = REPL_DISK_OUTDATED;
-    else
-      p->pr_disk_known = false;
-    pthread_cond_broadcast (&p->pr_cond);
+    /* The receive loop only returns after conn_fail. */
+    disconnected_locked (p, c, primary);
     pthread_mutex_unlock (&p->pr_lock);
     close (fd);
 
@@ -681,11 +637,11 @@ peer_thread (void *arg)
     pthread_mutex_unlock (&node->n_lock);
     log_info ("peer %s: disconnected", name);
     node_quorum_changed (node);
-    sync_on_lost (p);
+    sync_on_lost (c);
+    conn_put (c);
   }
   return NULL;
 }
-
 int
 peer_start (struct peer *p)
 {
@@ -715,15 +671,18 @@ peer_start (struct peer *p)
 void
 peer_request_stop (struct peer *p)
 {
+  struct conn *c;
+
   pthread_mutex_lock (&p->pr_lock);
   p->pr_stopping = true;
   /* Tell the peer, so that it does not take our going for a fault (best
    * effort: if a sender is busy the message may not leave). */
-  if (p->pr_state == CONN_CONNECTED && !p->pr_sending) {
-    out_msg_init (&p->pr_goodbye_msg, REPL_MSG_GOODBYE, 0, 0, 0, 0, NULL, 0);
-    peer_queue_locked (p, &p->pr_goodbye_msg);
+  c = peer_conn_locked (p);
+  if (c != NULL && !c->c_sending && c->c_goodbye_msg.om_done) {
+    out_msg_init (&c->c_goodbye_msg, REPL_MSG_GOODBYE, 0, 0, 0, 0, NULL, 0);
+    conn_queue_locked (c, &c->c_goodbye_msg);
   }
-  peer_fail_locked (p, p->pr_gen, "shutting down");
+  peer_fail_current_locked (p, "shutting down");
   pthread_cond_broadcast (&p->pr_cond);
   pthread_cond_signal (&p->pr_resync_cond);
   pthread_cond_signal (&p->pr_flush_cond);

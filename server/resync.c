@@ -38,25 +38,19 @@ struct resync_slot {
   void *rs_buf;
 };
 
-static bool
-still_connected (struct peer *p, uint64_t gen)
-{
-  return p->pr_state == CONN_CONNECTED && p->pr_gen == gen;
-}
-
 /* Send a control message and wait until the peer acknowledges it (or
  * the connection fails).  Returns 0 if acknowledged on this connection. */
 static int
-send_control (struct peer *p, uint64_t gen, enum repl_msg_type type,
-              uint64_t offset)
+send_control (struct conn *c, enum repl_msg_type type, uint64_t offset)
 {
+  struct peer *p = c->c_peer;
   struct waiter w;
   struct out_msg om;
   int r;
 
   waiter_init (&w, 0);
   pthread_mutex_lock (&p->pr_lock);
-  r = still_connected (p, gen) &&
+  r = !c->c_failed &&
       peer_submit_locked (p, type, 0, NULL, 0, offset, &w, false, &om,
                           NULL) == 1;
   pthread_mutex_unlock (&p->pr_lock);
@@ -65,7 +59,7 @@ send_control (struct peer *p, uint64_t gen, enum repl_msg_type type,
   if (!r)
     return -1;
   pthread_mutex_lock (&p->pr_lock);
-  r = still_connected (p, gen) ? 0 : -1;
+  r = c->c_failed ? -1 : 0;
   pthread_mutex_unlock (&p->pr_lock);
   return r;
 }
@@ -117,8 +111,9 @@ current_rate (struct repl_node *node, struct pace *pc, uint64_t now)
 /* Wait until `len` more bytes fit the rate.  Returns false if the
  * connection failed or the peer is stopping meanwhile. */
 static bool
-pace_wait (struct peer *p, uint64_t gen, struct pace *pc, uint64_t len)
+pace_wait (struct conn *c, struct pace *pc, uint64_t len)
 {
+  struct peer *p = c->c_peer;
   uint64_t now = now_ns (), rate = current_rate (p->pr_node, pc, now);
 
   if (rate == 0)
@@ -136,7 +131,7 @@ pace_wait (struct peer *p, uint64_t gen, struct pace *pc, uint64_t len)
     ts.tv_nsec = ns % 1000000000;
     nanosleep (&ts, NULL);
     pthread_mutex_lock (&p->pr_lock);
-    ok = still_connected (p, gen) && !p->pr_stopping;
+    ok = !c->c_failed && !p->pr_stopping;
     pthread_mutex_unlock (&p->pr_lock);
     if (!ok)
       return false;
@@ -153,7 +148,7 @@ pace_wait (struct peer *p, uint64_t gen, struct pace *pc, uint64_t len)
  * they reach the peer does not matter. */
 struct resync_pass {
   struct peer *rp_peer;
-  uint64_t rp_gen;
+  struct conn *rp_conn;         /* the resync thread's reference */
   struct resync_slot *rp_slots;
   pthread_mutex_t rp_lock;      /* protects the fields below */
   uint64_t rp_bit;              /* the cursor: next bit to look at */
@@ -186,7 +181,7 @@ next_range (struct resync_pass *rp, uint64_t *offset_out, uint64_t *len_out,
   if (rp->rp_failed)
     return false;
   pthread_mutex_lock (&p->pr_lock);
-  if (!still_connected (p, rp->rp_gen) || p->pr_stopping) {
+  if (rp->rp_conn->c_failed || p->pr_stopping) {
     pthread_mutex_unlock (&p->pr_lock);
     rp->rp_failed = true;
     return false;
@@ -222,7 +217,7 @@ next_range (struct resync_pass *rp, uint64_t *offset_out, uint64_t *len_out,
     len = node->n_vol.vol_size - offset;
   rp->rp_bit = end;
 
-  if (!pace_wait (p, rp->rp_gen, &rp->rp_pace, len)) {
+  if (!pace_wait (rp->rp_conn, &rp->rp_pace, len)) {
     rp->rp_failed = true;
     return false;
   }
@@ -269,7 +264,7 @@ resync_worker (struct resync_pass *rp, unsigned first, unsigned step)
     ilock_acquire (&node->n_ilock, &range, offset, len);
     if (volume_pread (&node->n_vol, s->rs_buf, len, offset) == -1) {
       ilock_release (&node->n_ilock, &range);
-      peer_fail (p, rp->rp_gen, "resync stopped: cannot read our own disk");
+      conn_fail (rp->rp_conn, "resync stopped: cannot read our own disk");
       pthread_mutex_lock (&rp->rp_lock);
       rp->rp_failed = true;
       pthread_mutex_unlock (&rp->rp_lock);
@@ -304,10 +299,10 @@ resync_worker_thread (void *arg)
 /* Returns 0 when every chunk that was set has been sent and
  * acknowledged, -1 if the connection failed. */
 static int
-resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
+resync_pass (struct conn *c, struct resync_slot *slots)
 {
   struct resync_pass rp = {
-    .rp_peer = p, .rp_gen = gen, .rp_slots = slots,
+    .rp_peer = c->c_peer, .rp_conn = c, .rp_slots = slots,
     .rp_persisted_ns = now_ns (),
   };
   pthread_t helper;
@@ -330,16 +325,16 @@ resync_pass (struct peer *p, uint64_t gen, struct resync_slot *slots)
 }
 
 static void
-resync (struct peer *p, uint64_t gen, struct resync_slot *slots)
+resync (struct conn *c, struct resync_slot *slots)
 {
+  struct peer *p = c->c_peer;
   const char *name = p->pr_cfg->nc_name;
   uint64_t total, t0 = now_ns ();
   double secs;
 
   pthread_mutex_lock (&p->pr_lock);
   total = bitmap_dirty_bytes (&p->pr_bitmap);
-  if (p->pr_gen != gen || p->pr_state != CONN_CONNECTED ||
-      peer_set_repl_locked (p, REPL_SYNC_SOURCE) == -1) {
+  if (c->c_failed || peer_set_repl_locked (p, REPL_SYNC_SOURCE) == -1) {
     pthread_mutex_unlock (&p->pr_lock);
     return;
   }
@@ -357,13 +352,13 @@ resync (struct peer *p, uint64_t gen, struct resync_slot *slots)
   p->pr_csum_same = 0;
   if (p->pr_node->n_cfg.cf_csums && total > 0 && verify_csum_begin (p) == -1)
     log_error ("peer %s: csums: out of memory; sending every chunk", name);
-  if (send_control (p, gen, REPL_MSG_RESYNC_START, total) == -1)
+  if (send_control (c, REPL_MSG_RESYNC_START, total) == -1)
     goto out;
 
   for (;;) {
     uint64_t left;
 
-    if (resync_pass (p, gen, slots) == -1)
+    if (resync_pass (c, slots) == -1)
       goto out;
     /* Bits are only set while disconnected, so one pass normally ends
      * it; go round again if anything is left. */
@@ -374,7 +369,7 @@ resync (struct peer *p, uint64_t gen, struct resync_slot *slots)
       break;
   }
 
-  if (send_control (p, gen, REPL_MSG_RESYNC_DONE, 0) == -1)
+  if (send_control (c, REPL_MSG_RESYNC_DONE, 0) == -1)
     goto out;
   gen_resync_finished_source (p->pr_node, p);
   meta_write_peer_bitmap (p->pr_node, p);
@@ -392,7 +387,7 @@ resync (struct peer *p, uint64_t gen, struct resync_slot *slots)
  out:
   verify_csum_end (p);
   pthread_mutex_lock (&p->pr_lock);
-  if (p->pr_gen == gen && p->pr_state == CONN_CONNECTED)
+  if (!c->c_failed)
     peer_set_repl_locked (p, REPL_ESTABLISHED);
   pthread_mutex_unlock (&p->pr_lock);
 }
@@ -410,7 +405,7 @@ resync_thread (void *arg)
   }
 
   for (;;) {
-    uint64_t gen;
+    struct conn *c;
 
     pthread_mutex_lock (&p->pr_lock);
     while (!p->pr_stopping &&
@@ -422,18 +417,18 @@ resync_thread (void *arg)
       pthread_mutex_unlock (&p->pr_lock);
       break;
     }
+    c = conn_get (p->pr_conn);  /* Connected: pr_conn is set */
     if (p->pr_verify_wanted && !p->pr_resync_wanted) {
       p->pr_verify_wanted = false;
-      gen = p->pr_gen;
       pthread_mutex_unlock (&p->pr_lock);
-      verify_run (p, gen);
-      continue;
+      verify_run (c);
     }
-    p->pr_resync_wanted = false;
-    gen = p->pr_gen;
-    pthread_mutex_unlock (&p->pr_lock);
-
-    resync (p, gen, slots);
+    else {
+      p->pr_resync_wanted = false;
+      pthread_mutex_unlock (&p->pr_lock);
+      resync (c, slots);
+    }
+    conn_put (c);
   }
 
   for (i = 0; i < RESYNC_SLOTS; i++)

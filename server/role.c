@@ -37,11 +37,15 @@ node_has_quorum (struct repl_node *node)
    * others may have given it up and promoted another node. */
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *p = node->n_peers[i];
-    uint64_t last = atomic_load (&p->pr_last_recv_ns);
+    struct conn *c;
+    uint64_t last;
 
     pthread_mutex_lock (&p->pr_lock);
-    if (p->pr_state == CONN_CONNECTED && (last >= now || now - last <= fresh))
-      votes++;
+    if ((c = peer_conn_locked (p)) != NULL) {
+      last = atomic_load (&c->c_last_recv_ns);
+      if (last >= now || now - last <= fresh)
+        votes++;
+    }
     pthread_mutex_unlock (&p->pr_lock);
   }
   return decide_quorum (node->n_cfg.cf_quorum, votes, node->n_cfg.cf_nnodes);
@@ -172,7 +176,8 @@ role_start_check (struct repl_node *node)
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *p = node->n_peers[i];
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
-    if (p->pr_state != CONN_CONNECTED)
+
+    if (peer_conn_locked (p) == NULL)
       all = false;
     if (p->pr_says_primary)
       primary = p;
@@ -246,13 +251,14 @@ role_start_yield (struct repl_node *node, struct peer *p)
  * current one?  (A promotion with a peer away starts a new generation
  * at once, and the new Primary's UUIDs reach us before its role.) */
 static bool
-newer_primary (struct repl_node *node, struct peer *p)
+newer_primary (struct repl_node *node, struct conn *c)
 {
+  struct peer *p = c->c_peer;
   struct gen_uuids ours, theirs;
 
   gen_view (node, p, &ours);
   pthread_mutex_lock (&p->pr_lock);
-  theirs = p->pr_peer_uuids;
+  theirs = c->c_peer_uuids;
   pthread_mutex_unlock (&p->pr_lock);
   return theirs.gu_current != ours.gu_current &&
          theirs.gu_history[0] == ours.gu_current;
@@ -269,9 +275,10 @@ newer_primary (struct repl_node *node, struct peer *p)
  * Records what the peer said (pr_says_primary).  Returns 0, or -1 with
  * the reason in err. */
 int
-role_check_peer_role (struct repl_node *node, struct peer *p, uint32_t role,
+role_check_peer_role (struct repl_node *node, struct conn *c, uint32_t role,
                       char *err, size_t errlen)
 {
+  struct peer *p = c->c_peer;
   enum repl_role ours;
   int primary_id;
 
@@ -297,13 +304,15 @@ role_check_peer_role (struct repl_node *node, struct peer *p, uint32_t role,
     struct peer *q = node_find_peer (node, primary_id);
     const char *other = q ? q->pr_cfg->nc_name : "?";
 
-    if (q != NULL && newer_primary (node, p)) {
+    if (q != NULL && newer_primary (node, c)) {
       /* q has not been heard of for a while (it was frozen, or cut
        * off), and the others promoted p meanwhile: p is the Primary
        * now, q one of the past that must not find a follower here. */
-      peer_fail (q, q->pr_gen, "peer %s became Primary in a newer "
-                 "generation; dropping the earlier Primary %s",
-                 p->pr_cfg->nc_name, other);
+      pthread_mutex_lock (&q->pr_lock);
+      peer_fail_current_locked (q, "peer %s became Primary in a newer "
+                                "generation; dropping the earlier Primary "
+                                "%s", p->pr_cfg->nc_name, other);
+      pthread_mutex_unlock (&q->pr_lock);
       return 0;
     }
     snprintf (err, errlen, "refusing connection: the peer says it is "
@@ -340,17 +349,17 @@ role_tell_state (struct peer *p)
   enum repl_role role;
   enum repl_disk_state disk;
   struct out_msg om;
-  uint64_t gen;
+  struct conn *c;
 
   pthread_mutex_lock (&node->n_lock);
   role = node->n_role;
   disk = node->n_disk;
   pthread_mutex_unlock (&node->n_lock);
-  pthread_mutex_lock (&p->pr_lock);
-  gen = p->pr_gen;
-  pthread_mutex_unlock (&p->pr_lock);
+  if ((c = peer_conn_get (p)) == NULL)
+    return;
   out_msg_init (&om, REPL_MSG_STATE, 0, 0, disk, role, NULL, 0);
-  peer_send_wait (p, gen, &om);
+  conn_send_wait (c, &om);
+  conn_put (c);
 }
 
 /* Tell every connected peer our role and disk state. */
@@ -376,12 +385,13 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *p = node->n_peers[i];
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+    struct conn *conn = peer_conn_locked (p);
 
-    if (p->pr_state != CONN_CONNECTED)
+    if (conn == NULL)
       continue;
-    if (p->pr_role == REPL_ROLE_PRIMARY)
+    if (conn->c_role == REPL_ROLE_PRIMARY)
       primary = p->pr_cfg->nc_name;
-    if (!p->pr_peer_diskless && p->pr_disk == REPL_DISK_UPTODATE)
+    if (!conn->c_peer_diskless && p->pr_disk == REPL_DISK_UPTODATE)
       c.pc_storage_uptodate = true;
   }
   c.pc_peer_primary = primary != NULL;
@@ -434,8 +444,8 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
       pthread_mutex_lock (&p->pr_lock);
       bitmap_set_all (&p->pr_bitmap);
       /* Connected peers resync from the new generation at once. */
-      peer_fail_locked (p, p->pr_gen, "forced Primary; reconnecting for "
-                        "a full sync");
+      peer_fail_current_locked (p, "forced Primary; reconnecting for a "
+                                "full sync");
       pthread_mutex_unlock (&p->pr_lock);
     }
   }
@@ -460,10 +470,10 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
     struct peer *p = node->n_peers[i];
 
     pthread_mutex_lock (&p->pr_lock);
-    if (p->pr_state == CONN_CONNECTED && p->pr_disk != REPL_DISK_UPTODATE)
-      peer_fail_locked (p, p->pr_gen, "peer is %s and this node is now "
-                        "Primary; reconnecting to resync it",
-                        disk_state_name (p->pr_disk));
+    if (p->pr_disk != REPL_DISK_UPTODATE)
+      peer_fail_current_locked (p, "peer is %s and this node is now "
+                                "Primary; reconnecting to resync it",
+                                disk_state_name (p->pr_disk));
     pthread_mutex_unlock (&p->pr_lock);
   }
   return 0;
@@ -588,22 +598,23 @@ engine_set_role (struct repl_node *node, bool primary, bool force,
 /* A peer's STATE message: its role (offset) and disk state (seq).
  * Returns 0, or -1 once the connection has failed (reported). */
 int
-role_handle_state (struct peer *p, uint64_t gen, const struct repl_hdr *h)
+role_handle_state (struct conn *c, const struct repl_hdr *h)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   char err[256];
 
   if (h->offset > REPL_ROLE_MAX || h->seq > REPL_DISK_STATE_MAX) {
-    peer_fail (p, gen, "protocol error: STATE with role %" PRIu64
+    conn_fail (c, "protocol error: STATE with role %" PRIu64
                " and disk state %" PRIu64, h->offset, h->seq);
     return -1;
   }
-  if (role_check_peer_role (node, p, h->offset, err, sizeof err) == -1) {
-    peer_fail (p, gen, "the peer became Primary: %s", err);
+  if (role_check_peer_role (node, c, h->offset, err, sizeof err) == -1) {
+    conn_fail (c, "the peer became Primary: %s", err);
     return -1;
   }
   pthread_mutex_lock (&p->pr_lock);
-  p->pr_role = h->offset;
+  c->c_role = h->offset;
   p->pr_disk = h->seq;
   pthread_mutex_unlock (&p->pr_lock);
   pthread_mutex_lock (&node->n_lock);
@@ -617,8 +628,8 @@ role_handle_state (struct peer *p, uint64_t gen, const struct repl_hdr *h)
   /* A new Primary's UUIDs came before its role (role_changed), when we
    * did not follow them yet: an in-sync secondary follows it into its
    * generation now. */
-  if (h->offset == REPL_ROLE_PRIMARY && sync_follow_primary (p) == -1) {
-    peer_fail (p, gen, "cannot write metadata");
+  if (h->offset == REPL_ROLE_PRIMARY && sync_follow_primary (c) == -1) {
+    conn_fail (c, "cannot write metadata");
     return -1;
   }
   /* A new Primary, or a secondary that became UpToDate: our marks for

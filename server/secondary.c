@@ -34,10 +34,11 @@
  * (into the page cache) instead of two.  Returns 0, -1 if the connection
  * failed (already reported), or -2 if the disk failed. */
 static int
-write_spliced (struct peer *p, uint64_t gen, struct rx *rx,
+write_spliced (struct conn *c, struct rx *rx,
                const struct repl_hdr *h, const uint8_t *payload,
                uint32_t have)
 {
+  struct peer *p = c->c_peer;
   struct volume *vol = &p->pr_node->n_vol;
   uint64_t offset = h->offset + have;
   uint32_t left = h->count - have;
@@ -53,13 +54,13 @@ write_spliced (struct peer *p, uint64_t gen, struct rx *rx,
       continue;
     if (r <= 0) {
       if (r == 0)
-        peer_fail (p, gen, "connection closed by peer in the middle of "
+        conn_fail (c, "connection closed by peer in the middle of "
                    "a %s message", wire_type_name (h->type));
       else
-        peer_fail (p, gen, "recv (splice): %m");
+        conn_fail (c, "recv (splice): %m");
       return -1;
     }
-    p->pr_last_recv_ns = now_ns ();
+    c->c_last_recv_ns = now_ns ();
     if (volume_splice_in (vol, rx->rx_pipe[0], r, offset) == -1)
       return -2;
     offset += r;
@@ -72,7 +73,7 @@ write_spliced (struct peer *p, uint64_t gen, struct rx *rx,
  * goes anywhere.  A mismatch ends the connection; the sender then marks
  * the range out of sync and resyncs it.  Returns 0 or -1. */
 static int
-check_digest (struct peer *p, uint64_t gen, const struct repl_hdr *h,
+check_digest (struct conn *c, const struct repl_hdr *h,
               const uint8_t *payload)
 {
   uint32_t want;
@@ -82,7 +83,7 @@ check_digest (struct peer *p, uint64_t gen, const struct repl_hdr *h,
   want = get_be32 (payload + h->count);
   if (crc32c (0, payload, h->count) == want)
     return 0;
-  peer_fail (p, gen, "data-integrity: crc32c mismatch in %s of %" PRIu32
+  conn_fail (c, "data-integrity: crc32c mismatch in %s of %" PRIu32
              " bytes at offset %" PRIu64 " (sequence %" PRIu64 "): "
              "corrupted in transit; dropped", wire_type_name (h->type),
              h->count, h->offset, h->seq);
@@ -93,15 +94,16 @@ check_digest (struct peer *p, uint64_t gen, const struct repl_hdr *h,
  * ZEROES), spliced from the socket (the payload has partly arrived),
  * or written from the buffer.  0, -1 (connection) or -2 (disk). */
 static int
-write_data (struct peer *p, uint64_t gen, const struct rx_msg *m)
+write_data (struct conn *c, const struct rx_msg *m)
 {
+  struct peer *p = c->c_peer;
   const struct repl_hdr *h = m->m_hdr;
   struct volume *vol = &p->pr_node->n_vol;
 
   if (h->flags & REPL_FLAG_ZEROES)
     return volume_zero (vol, h->count, h->offset, false) == -1 ? -2 : 0;
   if (m->m_have < h->count)
-    return write_spliced (p, gen, m->m_rx, h, m->m_payload, m->m_have);
+    return write_spliced (c, m->m_rx, h, m->m_payload, m->m_have);
   return volume_pwrite (vol, m->m_payload, h->count, h->offset) == -1
          ? -2 : 0;
 }
@@ -114,8 +116,9 @@ write_data (struct peer *p, uint64_t gen, const struct rx_msg *m)
  * (forward.c), ordered with any resync we send them by our interval
  * lock. */
 int
-secondary_apply_io (struct peer *p, uint64_t gen, const struct rx_msg *m)
+secondary_apply_io (struct conn *c, const struct rx_msg *m)
 {
+  struct peer *p = c->c_peer;
   const struct repl_hdr *h = m->m_hdr;
   const uint8_t *payload = m->m_payload;
   struct repl_node *node = p->pr_node;
@@ -123,11 +126,11 @@ secondary_apply_io (struct peer *p, uint64_t gen, const struct rx_msg *m)
   struct out_msg fwd_msgs[REPL_MAX_NODES];
   struct ilock_range range;
   struct waiter fwd;
-  bool forwarding = p->pr_away_mask != 0;
+  bool forwarding = c->c_away_mask != 0;
   bool data = h->type != REPL_MSG_FLUSH;
   int r = 0;
 
-  if (check_digest (p, gen, h, payload) == -1)
+  if (check_digest (c, h, payload) == -1)
     return -1;
   if (forwarding && data)
     ilock_acquire (&node->n_ilock, &range, h->offset, h->count);
@@ -138,7 +141,7 @@ secondary_apply_io (struct peer *p, uint64_t gen, const struct rx_msg *m)
   }
   switch (h->type) {
   case REPL_MSG_WRITE:
-    r = write_data (p, gen, m);
+    r = write_data (c, m);
     break;
   case REPL_MSG_TRIM:
     r = volume_trim (vol, h->count, h->offset) == -1 ? -2 : 0;
@@ -166,7 +169,7 @@ secondary_apply_io (struct peer *p, uint64_t gen, const struct rx_msg *m)
     /* Only what our own disk took goes on (a failure is NACKed). */
     waiter_init (&fwd, 0);
     if (r == 0)
-      forward_submit (p, h, payload, &fwd, fwd_msgs);
+      forward_submit (c, h, payload, &fwd, fwd_msgs);
     if (data)
       ilock_release (&node->n_ilock, &range);
     waiter_wait (&fwd);         /* acknowledged by where it went */
@@ -179,20 +182,20 @@ secondary_apply_io (struct peer *p, uint64_t gen, const struct rx_msg *m)
  * longer lack, written out now and then, so that a resync interrupted
  * by our crash resumes instead of restarting. */
 int
-secondary_apply_resync_data (struct peer *p, uint64_t gen,
-                             const struct rx_msg *m)
+secondary_apply_resync_data (struct conn *c, const struct rx_msg *m)
 {
+  struct peer *p = c->c_peer;
   const struct repl_hdr *h = m->m_hdr;
   struct repl_node *node = p->pr_node;
   uint64_t now, from = 0, end = h->offset + h->count;
   bool persist;
   int r;
 
-  if (check_digest (p, gen, h, m->m_payload) == -1)
+  if (check_digest (c, h, m->m_payload) == -1)
     return -1;
   if (meta_al_begin (node, h->offset, h->count) == -1)
     return -2;
-  r = write_data (p, gen, m);
+  r = write_data (c, m);
   meta_al_end (node, h->offset, h->count);
   if (r != 0)
     return r;
@@ -222,21 +225,21 @@ secondary_apply_resync_data (struct peer *p, uint64_t gen,
 /* RESYNC_START: a peer starts resyncing us (offset: the bytes it will
  * send). */
 int
-secondary_apply_resync_start (struct peer *p, uint64_t gen,
-                              const struct rx_msg *m)
+secondary_apply_resync_start (struct conn *c, const struct rx_msg *m)
 {
+  struct peer *p = c->c_peer;
   const struct repl_hdr *h = m->m_hdr;
   struct repl_node *node = p->pr_node;
   const char *name = p->pr_cfg->nc_name;
   int d;
 
   pthread_mutex_lock (&p->pr_lock);
-  d = p->pr_decision;
+  d = c->c_decision;
   pthread_mutex_unlock (&p->pr_lock);
   /* Both sides took the same decision at connect: a peer that is to
    * be resynced by us does not resync us. */
   if (d < 0 || uuid_decision_is_source (d)) {
-    peer_fail (p, gen, "protocol error: RESYNC_START, but the decision "
+    conn_fail (c, "protocol error: RESYNC_START, but the decision "
                "at connect was %s", d < 0 ? "not taken"
                : uuid_decision_name (d));
     return -1;
@@ -244,13 +247,13 @@ secondary_apply_resync_start (struct peer *p, uint64_t gen,
   /* While we follow a storage Primary, only it resyncs us: a
    * secondary's resync would race the Primary's writes to us (and its
    * end would set our generation back to the secondary's). */
-  if (p->pr_role != REPL_ROLE_PRIMARY && !node_no_storage_primary (node)) {
-    peer_fail (p, gen, "RESYNC_START from a secondary while this node "
+  if (c->c_role != REPL_ROLE_PRIMARY && !node_no_storage_primary (node)) {
+    conn_fail (c, "RESYNC_START from a secondary while this node "
                "follows a Primary; reconnecting");
     return -1;
   }
-  if (!sync_claim_source (p, p->pr_role == REPL_ROLE_PRIMARY)) {
-    peer_fail (p, gen, "RESYNC_START while another peer resyncs this "
+  if (!sync_claim_source (p, c->c_role == REPL_ROLE_PRIMARY)) {
+    conn_fail (c, "RESYNC_START while another peer resyncs this "
                "node; reconnecting");
     return -1;
   }
@@ -266,7 +269,7 @@ secondary_apply_resync_start (struct peer *p, uint64_t gen,
     /* Not Consistent until the end (an interrupted resync leaves a
      * disk that is not); a fresh disk takes the source's generation. */
     handler_run (node, REPL_HANDLER_BEFORE_RESYNC_TARGET, p);
-    if (gen_resync_start_target (node, p, &p->pr_peer_uuids) == -1)
+    if (gen_resync_start_target (node, p, &c->c_peer_uuids) == -1)
       return -2;
     /* The peers learn it from the worker (node_set_disk): a diskless
      * primary stops reading from us (a read that comes first is
@@ -282,9 +285,9 @@ secondary_apply_resync_start (struct peer *p, uint64_t gen,
 /* RESYNC_DONE: from now on we hold the source's generation and lack
  * nothing of it. */
 int
-secondary_apply_resync_done (struct peer *p, uint64_t gen,
-                             const struct rx_msg *m)
+secondary_apply_resync_done (struct conn *c, const struct rx_msg *m)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   struct volume *vol = &node->n_vol;
   const char *name = p->pr_cfg->nc_name;
@@ -296,7 +299,7 @@ secondary_apply_resync_done (struct peer *p, uint64_t gen,
    * not have reached the disk is resynced again (meta.c).  Without an
    * activity log (al-updates: false) we flush first. */
   if ((!node->n_cfg.cf_al_updates && volume_flush (vol) == -1) ||
-      gen_resync_finished_target (node, p, &p->pr_peer_uuids) == -1)
+      gen_resync_finished_target (node, p, &c->c_peer_uuids) == -1)
     return -2;
   pthread_mutex_lock (&p->pr_lock);
   bitmap_clear_all (&p->pr_bitmap);
@@ -318,19 +321,21 @@ secondary_apply_resync_done (struct peer *p, uint64_t gen,
   sync_release_source (p, "finished");
   /* A copy of our Primary now, as are its other UpToDate secondaries in
    * the same generation: what we had marked for them is moot. */
-  if (p->pr_role == REPL_ROLE_PRIMARY) {
+  if (c->c_role == REPL_ROLE_PRIMARY) {
     size_t i;
 
     for (i = 0; i < node->n_npeers; i++) {
       struct peer *q = node->n_peers[i];
+      struct conn *qc;
       bool same;
 
       if (q == p)
         continue;
       pthread_mutex_lock (&q->pr_lock);
-      same = q->pr_state == CONN_CONNECTED && q->pr_role != REPL_ROLE_PRIMARY &&
+      qc = peer_conn_locked (q);
+      same = qc != NULL && qc->c_role != REPL_ROLE_PRIMARY &&
              q->pr_disk == REPL_DISK_UPTODATE &&
-             q->pr_peer_uuids.gu_current == p->pr_peer_uuids.gu_current;
+             qc->c_peer_uuids.gu_current == c->c_peer_uuids.gu_current;
       pthread_mutex_unlock (&q->pr_lock);
       if (same && drop_marks_between_secondaries (q) == -1)
         return -2;
@@ -347,54 +352,56 @@ secondary_apply_resync_done (struct peer *p, uint64_t gen,
  * storage node for a diskless one (forward_may_feed_us); reads and
  * OUT_OF_SYNC only from a diskless primary. */
 static bool
-may_feed_us (struct peer *p, unsigned type)
+may_feed_us (struct conn *c, unsigned type)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
 
   switch (type) {
   case REPL_MSG_RESYNC_START: case REPL_MSG_RESYNC_DATA:
   case REPL_MSG_RESYNC_DONE: case REPL_MSG_VERIFY_REQ:
     return node_role (node) != REPL_ROLE_PRIMARY && !node->n_diskless &&
-           !p->pr_peer_diskless;
+           !c->c_peer_diskless;
   case REPL_MSG_READ_REQ: case REPL_MSG_OUT_OF_SYNC:
-    return p->pr_peer_diskless && forward_may_feed_us (p);
+    return c->c_peer_diskless && forward_may_feed_us (c);
   default:
-    return forward_may_feed_us (p);
+    return forward_may_feed_us (c);
   }
 }
 
 /* Check a data message before anything is applied. */
 int
-secondary_check (struct peer *p, uint64_t gen, const struct repl_hdr *h)
+secondary_check (struct conn *c, const struct repl_hdr *h)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   char err[256];
 
-  if (!may_feed_us (p, h->type)) {
-    peer_fail (p, gen, "protocol error: %s from a peer that is not our "
+  if (!may_feed_us (c, h->type)) {
+    conn_fail (c, "protocol error: %s from a peer that is not our "
                "primary%s", wire_type_name (h->type),
                node_primary_is_diskless_or_none (node)
                ? " nor a storage node that feeds us" : "");
     return -1;
   }
-  if (h->seq != p->pr_expect_seq) {
-    peer_fail (p, gen, "protocol error: %s has sequence number %" PRIu64
+  if (h->seq != c->c_expect_seq) {
+    conn_fail (c, "protocol error: %s has sequence number %" PRIu64
                ", expected %" PRIu64, wire_type_name (h->type), h->seq,
-               p->pr_expect_seq);
+               c->c_expect_seq);
     return -1;
   }
   if (wire_check_range (h, node->n_vol.vol_size, p->pr_bitmap.bm_granularity,
                         err, sizeof err) == -1) {
-    peer_fail (p, gen, "protocol error: %s", err);
+    conn_fail (c, "protocol error: %s", err);
     return -1;
   }
   if (h->type == REPL_MSG_RESYNC_START && h->offset > node->n_vol.vol_size) {
-    peer_fail (p, gen, "protocol error: RESYNC_START of %" PRIu64
+    conn_fail (c, "protocol error: RESYNC_START of %" PRIu64
                " bytes on a %" PRIu64 "-byte volume", h->offset,
                node->n_vol.vol_size);
     return -1;
   }
-  p->pr_expect_seq++;
+  c->c_expect_seq++;
   return 0;
 }
 

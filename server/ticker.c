@@ -24,25 +24,25 @@ static void
 check_peer (struct repl_node *node, struct peer *p, uint64_t now)
 {
   const struct repl_config *cfg = &node->n_cfg;
-  uint64_t gen, last_recv;
+  struct conn *c;
+  uint64_t last_recv;
 
   pthread_mutex_lock (&p->pr_lock);
-  gen = p->pr_gen;
-  if (p->pr_state != CONN_CONNECTED)
+  if ((c = peer_conn_locked (p)) == NULL)
     goto out;
 
   /* The receiver updates this without the lock; it may be after now. */
-  last_recv = p->pr_last_recv_ns;
+  last_recv = c->c_last_recv_ns;
   if (last_recv < now &&
       now - last_recv > cfg->cf_ping_timeout_ms * UINT64_C (1000000)) {
-    peer_fail_locked (p, gen, "nothing received for %.1f s (ping-timeout)",
+    conn_fail_locked (c, "nothing received for %.1f s (ping-timeout)",
                       (now - last_recv) / 1e9);
     goto out;
   }
-  if (p->pr_ring_count > 0) {
-    const struct inflight *f = &p->pr_ring[p->pr_ring_head];
+  if (c->c_ring_count > 0) {
+    const struct inflight *f = &c->c_ring[c->c_ring_head];
     if (f->if_time_ns < now && now - f->if_time_ns > cfg->cf_timeout_ms * UINT64_C (1000000)) {
-      peer_fail_locked (p, gen, "%s at offset %" PRIu64 " not acknowledged "
+      conn_fail_locked (c, "%s at offset %" PRIu64 " not acknowledged "
                         "for %.1f s (timeout)", wire_type_name (f->if_type),
                         f->if_offset, (now - f->if_time_ns) / 1e9);
       goto out;
@@ -55,7 +55,7 @@ check_peer (struct repl_node *node, struct peer *p, uint64_t now)
   if ((p->pr_repl == REPL_WF_BITMAP_S || p->pr_repl == REPL_WF_BITMAP_T) &&
       p->pr_repl_since_ns < now &&
       now - p->pr_repl_since_ns > 5 * cfg->cf_timeout_ms * UINT64_C (1000000)) {
-    peer_fail_locked (p, gen, "%s did not arrive within %.1f s of %s; "
+    conn_fail_locked (c, "%s did not arrive within %.1f s of %s; "
                       "reconnecting",
                       p->pr_repl == REPL_WF_BITMAP_S ? "its bitmap"
                       : "its RESYNC_START", (now - p->pr_repl_since_ns) / 1e9,
@@ -68,21 +68,21 @@ check_peer (struct repl_node *node, struct peer *p, uint64_t now)
    * under pr_lock, so the ticker can neither block on a stalled peer
    * nor end up sending writers' messages.  A full socket buffer skips
    * the ping; the timeouts above deal with a peer that stopped reading. */
-  if (now >= p->pr_last_ping_ns &&
-      now - p->pr_last_ping_ns >= cfg->cf_ping_interval_ms * UINT64_C (1000000) &&
-      !p->pr_sending && p->pr_qhead == NULL) {
+  if (now >= c->c_last_ping_ns &&
+      now - c->c_last_ping_ns >= cfg->cf_ping_interval_ms * UINT64_C (1000000) &&
+      !c->c_sending && c->c_qhead == NULL) {
     struct repl_hdr h;
     uint8_t buf[REPL_HDR_SIZE];
     ssize_t r;
 
-    p->pr_last_ping_ns = now;
+    c->c_last_ping_ns = now;
     wire_hdr_init (&h, REPL_MSG_PING, 0, 0, 0, 0, 0);
     wire_encode_hdr (&h, buf);
-    r = send (p->pr_fd, buf, sizeof buf, MSG_DONTWAIT | MSG_NOSIGNAL);
+    r = send (c->c_fd, buf, sizeof buf, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (r > 0 && r < (ssize_t) sizeof buf)
-      peer_fail_locked (p, gen, "send buffer full: the peer is not reading");
+      conn_fail_locked (c, "send buffer full: the peer is not reading");
     else if (r == -1 && errno != EAGAIN && errno != EWOULDBLOCK)
-      peer_fail_locked (p, gen, "send: %m");
+      conn_fail_locked (c, "send: %m");
   }
  out:
   pthread_mutex_unlock (&p->pr_lock);

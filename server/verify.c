@@ -67,8 +67,9 @@ nchunks (uint32_t len, uint32_t granularity)
 /* Primary: one verify pass over the whole volume against peer p.  Called
  * by the peer's resync thread. */
 void
-verify_run (struct peer *p, uint64_t gen)
+verify_run (struct conn *c)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   const uint32_t g = p->pr_bitmap.bm_granularity;
   const uint64_t size = node->n_vol.vol_size;
@@ -98,8 +99,7 @@ verify_run (struct peer *p, uint64_t gen)
   if (p->pr_verify_digests == NULL)
     failed = true;
   if (!failed &&
-      (p->pr_gen != gen || p->pr_state != CONN_CONNECTED ||
-       peer_set_repl_locked (p, REPL_VERIFY_S) == -1))
+      (c->c_failed || peer_set_repl_locked (p, REPL_VERIFY_S) == -1))
     failed = true, quiet = true;
   pthread_mutex_unlock (&p->pr_lock);
   if (failed) {
@@ -120,8 +120,7 @@ verify_run (struct peer *p, uint64_t gen)
 
     waiter_wait (&s->vs_waiter);
     pthread_mutex_lock (&p->pr_lock);
-    ok = p->pr_gen == gen && p->pr_state == CONN_CONNECTED &&
-         !p->pr_stopping;
+    ok = !c->c_failed && !p->pr_stopping;
     digests = p->pr_verify_digests + (size_t) i * (VERIFY_MAX_BYTES / 512) *
                                      DIGEST_SIZE;
     pthread_mutex_unlock (&p->pr_lock);
@@ -134,7 +133,7 @@ verify_run (struct peer *p, uint64_t gen)
     if (volume_pread (&node->n_vol, s->vs_buf, len, offset) == -1 ||
         digest_chunks (s->vs_buf, len, g, digests) == -1) {
       ilock_release (&node->n_ilock, &range);
-      peer_fail (p, gen, "verify stopped: cannot read or digest our disk");
+      conn_fail (c, "verify stopped: cannot read or digest our disk");
       failed = true;
       break;
     }
@@ -155,8 +154,7 @@ verify_run (struct peer *p, uint64_t gen)
     free (slots[i].vs_buf);
   }
   pthread_mutex_lock (&p->pr_lock);
-  if (p->pr_repl == REPL_VERIFY_S && p->pr_gen == gen &&
-      p->pr_state == CONN_CONNECTED)
+  if (p->pr_repl == REPL_VERIFY_S && !c->c_failed)
     peer_set_repl_locked (p, REPL_ESTABLISHED);
   p->pr_verify_finished = !failed;
   pthread_mutex_unlock (&p->pr_lock);
@@ -246,9 +244,10 @@ verify_csum_end (struct peer *p)
 /* Primary: the peer's digests for the request of slot-sized range at
  * h->offset.  Returns 0, or -1 once the connection has failed. */
 int
-verify_handle_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
+verify_handle_reply (struct conn *c, const struct repl_hdr *h,
                      const uint8_t *payload)
 {
+  struct peer *p = c->c_peer;
   const uint32_t g = p->pr_bitmap.bm_granularity;
   uint32_t n = nchunks (h->count, g), k;
   unsigned i;
@@ -303,7 +302,7 @@ verify_handle_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
   }
   pthread_mutex_unlock (&p->pr_lock);
   if (slot < 0) {
-    peer_fail (p, gen, "protocol error: VERIFY_REPLY for %" PRIu32
+    conn_fail (c, "protocol error: VERIFY_REPLY for %" PRIu32
                " bytes at %" PRIu64 " that we did not ask for",
                h->count, h->offset);
     return -1;
@@ -314,9 +313,9 @@ verify_handle_reply (struct peer *p, uint64_t gen, const struct repl_hdr *h,
 /* Secondary: digest the range of a VERIFY_REQ and answer.  Returns 0,
  * -1 if the connection failed, -2 if our disk failed. */
 int
-verify_handle_request (struct peer *p, uint64_t gen,
-                       const struct repl_hdr *h)
+verify_handle_request (struct conn *c, const struct repl_hdr *h)
 {
+  struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   const uint32_t g = p->pr_bitmap.bm_granularity;
   uint32_t n = nchunks (h->count, g);
@@ -325,7 +324,7 @@ verify_handle_request (struct peer *p, uint64_t gen,
   int r = 0;
 
   if (h->count > VERIFY_MAX_BYTES) {
-    peer_fail (p, gen, "protocol error: VERIFY_REQ of %" PRIu32 " bytes "
+    conn_fail (c, "protocol error: VERIFY_REQ of %" PRIu32 " bytes "
                "(at most %u)", h->count, VERIFY_MAX_BYTES);
     return -1;
   }
@@ -334,7 +333,7 @@ verify_handle_request (struct peer *p, uint64_t gen,
   if (buf == NULL || digests == NULL) {
     free (buf);
     free (digests);
-    peer_fail (p, gen, "malloc: %m");
+    conn_fail (c, "malloc: %m");
     return -1;
   }
   if (volume_pread (&node->n_vol, buf, h->count, h->offset) == -1 ||
@@ -343,7 +342,7 @@ verify_handle_request (struct peer *p, uint64_t gen,
   else {
     out_msg_init (&om, REPL_MSG_VERIFY_REPLY, 0, h->count, h->seq,
                   h->offset, digests, n * DIGEST_SIZE);
-    if (peer_send_wait (p, gen, &om) == -1)
+    if (conn_send_wait (c, &om) == -1)
       r = -1;
   }
   free (buf);

@@ -99,7 +99,7 @@ replicate (struct repl_node *node, const struct local_op *op,
 
   waiter_init (&w, 0);
   for (i = 0; i < node->n_npeers; i++) {
-    tickets[i] = (struct peer_ticket) { .pt_seq = 0 };
+    tickets[i] = (struct peer_ticket) { .pt_conn = NULL };
     if (node->n_peers[i]->pr_cfg->nc_diskless)
       continue;                 /* a diskless secondary keeps nothing */
     if (peer_submit (node->n_peers[i], op->lo_type, flags, op->lo_buf,
@@ -114,21 +114,22 @@ replicate (struct repl_node *node, const struct local_op *op,
    * where nobody else is reading it; elsewhere whoever reads completes
    * us. */
   for (i = 0; i < node->n_npeers; i++)
-    if (tickets[i].pt_seq != 0)
-      peer_wait_own_ack (node->n_peers[i], &tickets[i]);
+    ticket_wait_own_ack (&tickets[i]);
   waiter_wait (&w);
   waiter_destroy (&w);
+  /* A peer lost while we waited: its connection failed the message
+   * without an answer (and put the range in its bitmap). */
+  for (i = 0; i < node->n_npeers; i++) {
+    if (tickets[i].pt_conn != NULL && !tickets[i].pt_answered)
+      lost = true;
+    ticket_release (&tickets[i]);
+  }
   if (r == -1 && op->lo_type != REPL_MSG_FLUSH)
     mark_failed_local (node, count, offset);
   if (r == -1) {
     errno = saved_errno;
     return -1;
   }
-  /* A peer lost while we waited: its connection failed the message
-   * without an answer (and put the range in its bitmap). */
-  for (i = 0; i < node->n_npeers; i++)
-    if (tickets[i].pt_seq != 0 && !tickets[i].pt_answered)
-      lost = true;
   return role_complete_write (node, lost);
 }
 
