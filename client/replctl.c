@@ -53,6 +53,7 @@ usage (FILE *fp, int status)
            "       replctl (-s SOCKET | -c CONFIG -n NODE) verify | resync | invalidate\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) primary [--force] | secondary\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) connect --discard-my-data\n"
+           "       replctl (-s SOCKET | -c CONFIG -n NODE) events [--now] [--statistics] [--json]\n"
            "\n"
            "commands:\n"
            "  status [--json]   roles, disk and connection states, generation UUIDs,\n"
@@ -69,6 +70,11 @@ usage (FILE *fp, int status)
            "      --force       even if not UpToDate: its data becomes authoritative\n"
            "  secondary         demote (no client connected)\n"
            "  connect --discard-my-data  end a split brain: this node's changes go\n"
+           "  events            print every state change as it happens, until the\n"
+           "                    node stops\n"
+           "      --now         the current state first (\"exists\" lines)\n"
+           "      --statistics  resync progress and out-of-sync counts too\n"
+           "      --json        one JSON object per line\n"
            "\n"
            "options:\n"
            "  -s, --socket=PATH    the node's control socket\n"
@@ -147,6 +153,7 @@ cmd_request (const char *socket_path, const char *cmd)
     }
     total += r;
     fwrite (buf, 1, r, stdout);
+    fflush (stdout);            /* events: each line as it comes */
   }
   close (fd);
   if (total == 0) {
@@ -611,6 +618,7 @@ main (int argc, char *argv[])
   const struct repl_node_cfg *n;
   bool json = false, force = false, in_sync = false, watch = false;
   bool discard = false;
+  char events_args[64] = "";
   double interval = WATCH_DEFAULT_S;
   int c, i, status;
 
@@ -666,6 +674,13 @@ main (int argc, char *argv[])
     else if (strcmp (command, "create-md") == 0 &&
              strcmp (argv[i], "--in-sync") == 0)
       in_sync = true;
+    else if (strcmp (command, "events") == 0 &&
+             (strcmp (argv[i], "--now") == 0 ||
+              strcmp (argv[i], "--statistics") == 0 ||
+              strcmp (argv[i], "--json") == 0)) {
+      size_t l = strlen (events_args);
+      snprintf (events_args + l, sizeof events_args - l, " %s", argv[i]);
+    }
     else if (strcmp (command, "status") == 0 ||
              strcmp (command, "create-md") == 0 ||
              strcmp (command, "dump-md") == 0 ||
@@ -674,7 +689,8 @@ main (int argc, char *argv[])
              strcmp (command, "invalidate") == 0 ||
              strcmp (command, "primary") == 0 ||
              strcmp (command, "secondary") == 0 ||
-             strcmp (command, "connect") == 0) {
+             strcmp (command, "connect") == 0 ||
+             strcmp (command, "events") == 0) {
       fprintf (stderr, "replctl: %s: unknown option '%s'\n", command,
                argv[i]);
       usage (stderr, EXIT_FAILURE);
@@ -721,11 +737,12 @@ main (int argc, char *argv[])
   }
   if (strcmp (command, "verify") == 0 || strcmp (command, "resync") == 0 ||
       strcmp (command, "invalidate") == 0 ||
-      strcmp (command, "primary") == 0 || strcmp (command, "secondary") == 0) {
-    char line[32];
+      strcmp (command, "primary") == 0 || strcmp (command, "secondary") == 0 ||
+      strcmp (command, "events") == 0) {
+    char line[128];
 
-    snprintf (line, sizeof line, "%s%s\n", command,
-              force ? " --force" : "");
+    snprintf (line, sizeof line, "%s%s%s\n", command,
+              force ? " --force" : "", events_args);
     if (socket_path != NULL)
       return cmd_request (socket_path, line);
     n = load_node (config_path, node_name, &cfg);

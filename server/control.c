@@ -722,7 +722,9 @@ control_status (struct repl_node *node, bool json)
   return b.b_data;
 }
 
-static void
+/* Answer one command on fd.  Returns true if fd was handed over (an
+ * events subscriber), else the caller closes it. */
+static bool
 serve (struct repl_node *node, int fd)
 {
   char cmd[256];
@@ -736,10 +738,10 @@ serve (struct repl_node *node, int fd)
     ssize_t r;
 
     if (poll (&pfd, 1, CONTROL_READ_TIMEOUT_MS) <= 0)
-      return;
+      return false;
     r = read (fd, cmd + len, sizeof cmd - 1 - len);
     if (r <= 0)
-      return;
+      return false;
     len += r;
     if (memchr (cmd, '\n', len))
       break;
@@ -747,7 +749,16 @@ serve (struct repl_node *node, int fd)
   cmd[len] = '\0';
   cmd[strcspn (cmd, "\r\n")] = '\0';
 
-  if (strcmp (cmd, "status") == 0)
+  if (strcmp (cmd, "events") == 0 || strncmp (cmd, "events ", 7) == 0) {
+    char err[256], msg[320];
+
+    if (events_subscribe (node, fd, cmd + 6, err, sizeof err) == 0)
+      return true;
+    snprintf (msg, sizeof msg, "error: %.256s\n", err);
+    sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
+    return false;
+  }
+  else if (strcmp (cmd, "status") == 0)
     answer = control_status (node, false);
   else if (strcmp (cmd, "status --json") == 0)
     answer = control_status (node, true);
@@ -764,7 +775,7 @@ serve (struct repl_node *node, int fd)
     else
       snprintf (msg, sizeof msg, "%s\n", to_primary ? "Primary" : "Secondary");
     sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
-    return;
+    return false;
   }
   else if (strcmp (cmd, "invalidate") == 0) {
     char err[256], msg[320];
@@ -775,7 +786,7 @@ serve (struct repl_node *node, int fd)
       snprintf (msg, sizeof msg, "invalidated: a full sync from the "
                 "primary follows\n");
     sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
-    return;
+    return false;
   }
   else if (strcmp (cmd, "verify") == 0 || strcmp (cmd, "resync") == 0) {
     char err[256], msg[600];
@@ -787,19 +798,20 @@ serve (struct repl_node *node, int fd)
     else
       snprintf (msg, sizeof msg, "%.20s started towards %d peer(s)\n", cmd, n);
     sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
-    return;
+    return false;
   }
   else {
     char msg[320];
     snprintf (msg, sizeof msg, "error: unknown command '%.200s'\n", cmd);
     sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
-    return;
+    return false;
   }
   reply = answer ? answer : "error: out of memory\n";
   if (sock_write_full (fd, reply, strlen (reply),
                        CONTROL_READ_TIMEOUT_MS) == -1)
     log_debug ("control: write: %m");
   free (answer);
+  return false;
 }
 
 void *
@@ -825,8 +837,8 @@ control_thread (void *arg)
     fd = accept4 (node->n_control_fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd == -1)
       continue;
-    serve (node, fd);
-    close (fd);
+    if (!serve (node, fd))
+      close (fd);
   }
   return NULL;
 }

@@ -163,6 +163,8 @@ gen_decide (struct repl_node *node, struct conn *conn, int *rulep, char *err,
     p->pr_split_brain = true;
     pthread_mutex_unlock (&p->pr_lock);
     if (first)
+      events_connection (p, "split-brain:yes rule:%d", cd.cd_rule);
+    if (first)
       handler_run (node, REPL_HANDLER_SPLIT_BRAIN, p);
     if (cd.cd_policy == REPL_SB_DISCARD_YOUNGER_PRIMARY)
       log_info ("peer %s: split brain: this node became Primary at %"

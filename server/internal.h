@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <inttypes.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include <openssl/types.h>
 
@@ -508,6 +509,8 @@ extern int engine_invalidate (struct repl_node *node, char *err,
 /* state.c */
 extern int peer_set_repl_locked (struct peer *p, enum repl_state to);
 extern void peer_set_conn_locked (struct peer *p, enum conn_state to);
+extern void peer_set_disk_locked (struct peer *p, bool known,
+                                  enum repl_disk_state disk);
 extern bool peer_resyncing_locked (const struct peer *p);
 extern void node_set_disk (struct repl_node *node, enum repl_disk_state disk);
 extern void node_set_role_locked (struct repl_node *node,
@@ -548,6 +551,46 @@ extern int peer_submit_read_locked (struct peer *p, void *buf,
                                     struct out_msg *om,
                                     struct peer_ticket *t);
 
+/* ---- events.c ------------------------------------------------------- */
+
+#define EVENTS_RING 1024              /* events kept for subscribers */
+#define EVENT_TEXT 256                /* the longest event line */
+#define EVENTS_MAX_SUBSCRIBERS 8      /* `replctl events` at once */
+
+/* One state change, as `drbdsetup events2` would print it (events.c). */
+struct event {
+  uint64_t ev_seq;
+  struct timespec ev_time;      /* CLOCK_REALTIME */
+  bool ev_stats;                /* a progress line: --statistics only */
+  char ev_text[EVENT_TEXT];
+};
+
+struct events {
+  pthread_mutex_t ev_lock;      /* innermost: guards the fields below */
+  pthread_cond_t ev_cond;       /* an event was posted, or closed */
+  uint64_t ev_next;             /* the seq of the next event */
+  bool ev_closed;               /* the node stops */
+  struct event ev_ring[EVENTS_RING];
+  struct thread_set ev_subscribers;
+};
+
+extern void events_init (struct events *ev);
+extern void events_destroy (struct events *ev);
+extern void events_close (struct repl_node *node);
+extern void events_resource (struct repl_node *node, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+extern void events_device (struct repl_node *node, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+extern void events_connection (struct peer *p, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+extern void events_peer_device (struct peer *p, const char *fmt, ...)
+  __attribute__ ((format (printf, 2, 3)));
+extern void events_progress (struct peer *p, uint64_t done, uint64_t total);
+extern void events_helper (struct repl_node *node, const char *helper,
+                           const struct peer *p, int rc);
+extern int events_subscribe (struct repl_node *node, int fd,
+                             const char *args, char *err, size_t errlen);
+
 /* ---- node.c, listener.c, ticker.c, control.c ------------------------ */
 
 /* The locks, listed in precedence order: do not take an earlier lock in
@@ -567,6 +610,8 @@ extern int peer_submit_read_locked (struct peer *p, void *buf,
  *                     (struct conn); never two at once, and never
  *                     together with n_lock
  *   il_lock, ts_lock  inside the interval lock and a thread set only
+ *   ev_lock           the events ring (events.c): innermost, taken
+ *                     under any of the above, nothing taken under it
  *
  * No lock but the range lock is held across a network wait; a function
  * named *_locked asserts the lock it needs (ASSERT_LOCKED, locks.h). */
@@ -646,6 +691,8 @@ struct repl_node {
 
   atomic_uint_fast64_t n_requests_in_flight;
   atomic_uint_fast64_t n_writes, n_write_bytes, n_reads, n_read_bytes;
+
+  struct events n_events;       /* the events stream (events.c) */
 };
 
 /* worker.c */

@@ -159,6 +159,7 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   ilock_init (&node->n_ilock);
   thread_set_init (&node->n_handshakes, MAX_HANDSHAKES);
   thread_set_init (&node->n_tls_relays, MAX_TLS_RELAYS);
+  events_init (&node->n_events);
 
   if (config_load (config_path, &node->n_cfg, err, sizeof err) == -1) {
     log_error ("%s", err);
@@ -337,6 +338,8 @@ engine_destroy (struct repl_node *node)
       pthread_join (node->n_ticker, NULL);
     if (node->n_control)
       pthread_join (node->n_control, NULL);
+    events_close (node);        /* no new subscribers after the control
+                                   thread */
     if (node->n_worker)
       pthread_join (node->n_worker, NULL);
   }
@@ -358,6 +361,7 @@ engine_destroy (struct repl_node *node)
   ilock_destroy (&node->n_ilock);
   thread_set_destroy (&node->n_handshakes);
   thread_set_destroy (&node->n_tls_relays);
+  events_destroy (&node->n_events);
   pthread_cond_destroy (&node->n_cond);
   pthread_cond_destroy (&node->n_work_cond);
   pthread_cond_destroy (&node->n_al_cond);

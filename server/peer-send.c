@@ -358,10 +358,8 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
   if (c == NULL) {
     if (wire_type_changes_data (type) && !p->pr_node->n_diskless) {
       bitmap_set_range (&p->pr_bitmap, offset, count);
-      if (p->pr_nconns > 0) {   /* a peer we know: it is behind now */
-        p->pr_disk = REPL_DISK_OUTDATED;
-        p->pr_disk_known = true;
-      }
+      if (p->pr_nconns > 0)     /* a peer we know: it is behind now */
+        peer_set_disk_locked (p, true, REPL_DISK_OUTDATED);
     }
     return 0;
   }

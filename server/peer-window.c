@@ -162,7 +162,7 @@ window_ack_locked (struct conn *c, uint64_t seq, bool nack, bool received,
       p->pr_resync_done += f->if_count;
       break;
     case REPL_MSG_RESYNC_DONE:
-      p->pr_disk = REPL_DISK_UPTODATE;
+      peer_set_disk_locked (p, true, REPL_DISK_UPTODATE);
       wake = true;
       break;
     }

@@ -540,8 +540,7 @@ connected_locked (struct peer *p, struct conn *c)
   p->pr_conn = conn_get (c);
   peer_set_conn_locked (p, CONN_CONNECTED);
   peer_set_repl_locked (p, REPL_ESTABLISHED);
-  p->pr_disk = c->c_hello.disk_state;
-  p->pr_disk_known = true;
+  peer_set_disk_locked (p, true, c->c_hello.disk_state);
   p->pr_last_error[0] = '\0';
   p->pr_resync_total = p->pr_resync_done = 0;
   p->pr_resync_deferred = false;
@@ -564,9 +563,9 @@ disconnected_locked (struct peer *p, struct conn *c, bool primary)
   /* What we know of its disk from now on: Outdated if it lacks writes
    * of ours, a Primary's (the write path marks that too); else nothing. */
   if (primary && bitmap_count (&p->pr_bitmap) > 0)
-    p->pr_disk = REPL_DISK_OUTDATED;
+    peer_set_disk_locked (p, true, REPL_DISK_OUTDATED);
   else
-    p->pr_disk_known = false;
+    peer_set_disk_locked (p, false, 0);
   pthread_cond_broadcast (&p->pr_cond);
 }
 

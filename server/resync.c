@@ -226,10 +226,17 @@ next_range (struct resync_pass *rp, uint64_t *offset_out, uint64_t *len_out,
    * which is safe). */
   if (now_ns () - rp->rp_persisted_ns >= RESYNC_PERSIST_NS ||
       offset - rp->rp_persisted_to >= RESYNC_PERSIST_BYTES) {
+    uint64_t done, total;
+
     meta_write_peer_bitmap_range (node, p, rp->rp_persisted_to,
                                   offset - rp->rp_persisted_to);
     rp->rp_persisted_ns = now_ns ();
     rp->rp_persisted_to = offset;
+    pthread_mutex_lock (&p->pr_lock);
+    done = p->pr_resync_done;
+    total = p->pr_resync_total;
+    pthread_mutex_unlock (&p->pr_lock);
+    events_progress (p, done, total);
   }
   *offset_out = offset;
   *len_out = len;
@@ -342,7 +349,7 @@ resync (struct conn *c, struct resync_slot *slots)
   p->pr_resync_total = total;
   p->pr_resync_done = 0;
   if (total > 0)
-    p->pr_disk = REPL_DISK_INCONSISTENT;
+    peer_set_disk_locked (p, true, REPL_DISK_INCONSISTENT);
   pthread_mutex_unlock (&p->pr_lock);
 
   if (total > 0)
@@ -371,6 +378,7 @@ resync (struct conn *c, struct resync_slot *slots)
 
   if (send_control (c, REPL_MSG_RESYNC_DONE, 0) == -1)
     goto out;
+  events_progress (p, total, total);
   gen_resync_finished_source (p->pr_node, p);
   meta_write_peer_bitmap (p->pr_node, p);
   secs = (now_ns () - t0) / 1e9;

@@ -61,6 +61,7 @@ node_quorum_changed (struct repl_node *node)
   pthread_mutex_lock (&node->n_lock);
   if (q != node->n_quorum) {
     node->n_quorum = q;
+    events_resource (node, "quorum:%s", q ? "yes" : "no");
     if (node->n_role == REPL_ROLE_PRIMARY) {
       if (q)
         log_info ("node %s: quorum regained; writes go on",
@@ -614,8 +615,10 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
     return -1;
   }
   pthread_mutex_lock (&p->pr_lock);
+  if (c->c_role != h->offset)
+    events_connection (p, "role:%s", role_name (h->offset));
   c->c_role = h->offset;
-  p->pr_disk = h->seq;
+  peer_set_disk_locked (p, true, h->seq);
   pthread_mutex_unlock (&p->pr_lock);
   pthread_mutex_lock (&node->n_lock);
   if (h->offset == REPL_ROLE_PRIMARY)

@@ -214,6 +214,7 @@ secondary_apply_resync_data (struct conn *c, const struct rx_msg *m)
     from = p->pr_bitmap_persist_from;
     p->pr_bitmap_persist_ns = now;
     p->pr_bitmap_persist_from = end;
+    events_progress (p, p->pr_resync_done, p->pr_resync_total);
   }
   pthread_mutex_unlock (&p->pr_lock);
   if (persist &&
@@ -308,6 +309,7 @@ secondary_apply_resync_done (struct conn *c, const struct rx_msg *m)
     return -2;
   handler_run (node, REPL_HANDLER_AFTER_RESYNC_TARGET, p);
   pthread_mutex_lock (&p->pr_lock);
+  events_progress (p, p->pr_resync_total, p->pr_resync_total);
   peer_set_repl_locked (p, REPL_ESTABLISHED);
   pthread_mutex_unlock (&p->pr_lock);
   /* The source learns our new generation on its own connection; the

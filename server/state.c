@@ -5,6 +5,9 @@
  * WFBitMapS/T, SyncSource/Target, VerifyS) is stored in pr_repl and
  * changed only here: the change is checked against the transition
  * table, logged once, and timestamped; status prints what is stored.
+ * The connection state, what we know of the peer's disk, this node's
+ * disk and role change here too; every change is posted to the events
+ * stream (events.c).
  */
 #include <config.h>
 
@@ -33,6 +36,7 @@ peer_set_repl_locked (struct peer *p, enum repl_state to)
   }
   p->pr_repl = to;
   p->pr_repl_since_ns = now_ns ();
+  events_peer_device (p, "replication:%s", repl_state_name (to));
   /* Connects and disconnects have log lines of their own. */
   if (from != REPL_OFF && to != REPL_OFF)
     log_info ("peer %s: replication %s -> %s", p->pr_cfg->nc_name,
@@ -57,6 +61,7 @@ node_set_disk (struct repl_node *node, enum repl_disk_state disk)
       return;
     node->n_disk = disk;
     pthread_cond_broadcast (&node->n_cond);
+    events_device (node, "disk:%s", disk_state_name (disk));
   }
   log_info ("node %s: disk %s -> %s", node->n_self->nc_name,
             disk_state_name (from), disk_state_name (disk));
@@ -69,6 +74,8 @@ void
 node_set_role_locked (struct repl_node *node, enum repl_role role)
 {
   ASSERT_LOCKED (&node->n_lock);
+  if (node->n_role != role)
+    events_resource (node, "role:%s", role_name (role));
   node->n_role = role;
   if (role == REPL_ROLE_PRIMARY)
     node->n_primary_id = node->n_self->nc_id;
@@ -91,12 +98,39 @@ peer_set_conn_locked (struct peer *p, enum conn_state to)
     [CONN_DISCONNECTING] = 1u << CONN_CONNECTING,
   };
 
+  enum conn_state from = p->pr_state;
+
   ASSERT_LOCKED (&p->pr_lock);
-  if (p->pr_state == to)
+  if (from == to)
     return;
-  assert (next[p->pr_state] & (1u << to));
+  assert (next[from] & (1u << to));
   p->pr_state = to;
+  /* Attempts that end in their handshake are logged (peer.c), not
+   * posted: a peer down for an hour would fill the ring with them. */
+  if ((from == CONN_CONNECTING && to == CONN_HANDSHAKE) ||
+      (from == CONN_HANDSHAKE && to == CONN_CONNECTING))
+    ;
+  else if (to == CONN_CONNECTED)
+    events_connection (p, "connection:%s role:%s", conn_state_name (to),
+                       role_name (p->pr_conn->c_role));
+  else
+    events_connection (p, "connection:%s", conn_state_name (to));
   pthread_cond_broadcast (&p->pr_cond);
+}
+
+/* What we know of p's disk: its state as it told us or as we found out
+ * (disk), or nothing (known false: DUnknown).  pr_lock held. */
+void
+peer_set_disk_locked (struct peer *p, bool known, enum repl_disk_state disk)
+{
+  ASSERT_LOCKED (&p->pr_lock);
+  if (p->pr_disk_known == known && (!known || p->pr_disk == disk))
+    return;
+  p->pr_disk_known = known;
+  if (known)
+    p->pr_disk = disk;
+  events_peer_device (p, "peer-disk:%s",
+                      known ? disk_state_name (disk) : "DUnknown");
 }
 
 /* Is p in one of the resync states? */
