@@ -1308,7 +1308,7 @@ config_handler_name (enum repl_handler h)
   return handler_keys[h];
 }
 
-/* handlers: a mapping of event to a shell command. */
+/* handlers: a mapping of event to a command (handler.c runs it). */
 static int
 parse_handlers (struct loader *ld, const yaml_node_t *map,
                 struct repl_config *cfg)

@@ -177,7 +177,7 @@ struct repl_config {
                                    keeps no activity log, and a crash
                                    means a full resync */
   enum repl_quorum cf_quorum;   /* never REPL_QUORUM_DEFAULT after load */
-  char *cf_handlers[REPL_HANDLER_NKEYS]; /* shell commands, or NULL */
+  char *cf_handlers[REPL_HANDLER_NKEYS]; /* commands (handler.c), or NULL */
   bool cf_on_no_quorum_suspend; /* suspend writes (else fail them) */
   enum repl_sb_policy cf_after_sb_0pri;   /* neither node primary */
   enum repl_sb_policy cf_after_sb_1pri;   /* one node primary */

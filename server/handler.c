@@ -2,8 +2,10 @@
  * handlers and HAST's exec hooks.
  * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
  *
- * The command runs under /bin/sh -c with the node's environment plus:
+ * A handler runs with a fixed environment, not nbdkit's (which may hold
+ * anything its starter had, and a handler runs as root):
  *
+ *   PATH                   HANDLER_PATH
  *   NBDREPL_EVENT          split-brain, before-resync-target,
  *                          after-resync-target, fence-peer, role-change
  *   NBDREPL_RESOURCE       the resource
@@ -11,6 +13,13 @@
  *   NBDREPL_ROLE           this node's role now (Primary, Secondary)
  *   NBDREPL_PEER           the peer concerned, if any
  *   NBDREPL_PEER_ADDRESS   ... its replication address
+ *
+ * A command of plain words (letters, digits and _ . / : = , + @ % -,
+ * separated by spaces or tabs) is split at the blanks and executed
+ * directly, the program looked up in HANDLER_PATH when its name has no
+ * slash.  Anything else (quotes, $, ;, |, &, redirections, globs, ...)
+ * is shell syntax and runs under /bin/sh -c, as the configuration asked
+ * for it; so does a first word with a '=' (a shell assignment).
  *
  * Handlers run in the background: nothing waits for them, and a thread
  * reaps each one and logs how it ended.
@@ -22,12 +31,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include "internal.h"
 #include "log.h"
 
-extern char **environ;
+#define HANDLER_PATH "/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* The most words a plain command may have; more go to the shell. */
+#define HANDLER_MAX_ARGS 32
 
 struct reap {
   pid_t rp_pid;
@@ -53,16 +66,66 @@ reaper (void *arg)
   return NULL;
 }
 
+/* Is cmd plain words that need no shell?  Then split it into argv
+ * (pointing into words, a copy of cmd) and return the number of words;
+ * else 0. */
+static size_t
+split_plain (const char *cmd, char *words, char *argv[HANDLER_MAX_ARGS + 1])
+{
+  static const char plain[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+    "_./:=,+@%- \t";
+  size_t n = 0;
+  char *w, *save = NULL;
+
+  if (cmd[strspn (cmd, plain)] != '\0')
+    return 0;
+  strcpy (words, cmd);
+  for (w = strtok_r (words, " \t", &save); w;
+       w = strtok_r (NULL, " \t", &save)) {
+    if (n == HANDLER_MAX_ARGS)
+      return 0;
+    argv[n++] = w;
+  }
+  argv[n] = NULL;
+  if (n == 0 || strchr (argv[0], '=') != NULL)
+    return 0;
+  return n;
+}
+
+/* The program of a plain command: argv[0] if it has a slash, else the
+ * first executable of that name in HANDLER_PATH, written into buf.
+ * NULL with errno ENOENT if there is none. */
+static const char *
+find_program (const char *name, char *buf, size_t len)
+{
+  const char *dir = HANDLER_PATH, *end;
+
+  if (strchr (name, '/'))
+    return name;
+  for (; *dir; dir = *end ? end + 1 : end) {
+    end = strchrnul (dir, ':');
+    snprintf (buf, len, "%.*s/%s", (int) (end - dir), dir, name);
+    if (access (buf, X_OK) == 0)
+      return buf;
+  }
+  errno = ENOENT;
+  return NULL;
+}
+
 void
 handler_run (struct repl_node *node, enum repl_handler h,
              const struct peer *p)
 {
   const char *cmd = node->n_cfg.cf_handlers[h];
   const char *event = config_handler_name (h);
-  char *argv[] = { (char *) "sh", (char *) "-c", (char *) cmd, NULL };
-  char *vars[6] = { NULL };
-  char **envp = NULL;
-  size_t n = 0, i, nvars = 0;
+  char *shell_argv[] = { (char *) "sh", (char *) "-c", (char *) cmd, NULL };
+  char *plain_argv[HANDLER_MAX_ARGS + 1];
+  char *words = NULL, program[512];
+  const char *path = "/bin/sh";
+  char **argv = shell_argv;
+  char *vars[8] = { NULL };    /* PATH, 6 NBDREPL_*, NULL */
+  size_t i, nvars = 0;
   struct reap *rp = NULL;
   pthread_t thread;
   pthread_attr_t attr;
@@ -71,6 +134,7 @@ handler_run (struct repl_node *node, enum repl_handler h,
 
   if (cmd == NULL)
     return;
+  vars[nvars++] = (char *) "PATH=" HANDLER_PATH;
   if (asprintf (&vars[nvars++], "NBDREPL_EVENT=%s", event) == -1 ||
       asprintf (&vars[nvars++], "NBDREPL_RESOURCE=%s",
                 node->n_cfg.cf_resource) == -1 ||
@@ -86,23 +150,26 @@ handler_run (struct repl_node *node, enum repl_handler h,
     log_error ("handler %s: asprintf: %m", event);
     goto out;
   }
-  while (environ[n])
-    n++;
-  envp = calloc (n + nvars + 1, sizeof *envp);
+  words = malloc (strlen (cmd) + 1);
   rp = calloc (1, sizeof *rp);
-  if (envp == NULL || rp == NULL) {
-    log_error ("handler %s: calloc: %m", event);
+  if (words == NULL || rp == NULL) {
+    log_error ("handler %s: malloc: %m", event);
     goto out;
   }
-  for (i = 0; i < n; i++)
-    envp[i] = environ[i];
-  for (i = 0; i < nvars; i++)
-    envp[n + i] = vars[i];
+  if (split_plain (cmd, words, plain_argv) > 0) {
+    path = find_program (plain_argv[0], program, sizeof program);
+    if (path == NULL) {
+      log_error ("handler %s: cannot run '%s': %s: not found in %s", event,
+                 cmd, plain_argv[0], HANDLER_PATH);
+      goto out;
+    }
+    argv = plain_argv;
+  }
 
-  err = posix_spawn (&pid, "/bin/sh", NULL, NULL, argv, envp);
+  err = posix_spawn (&pid, path, NULL, NULL, argv, vars);
   if (err != 0) {
     errno = err;
-    log_error ("handler %s: cannot run '%s': %m", event, cmd);
+    log_error ("handler %s: cannot run '%s': %s: %m", event, cmd, path);
     goto out;
   }
   log_info ("handler %s%s%s: running '%s' (pid %d)", event,
@@ -124,7 +191,7 @@ handler_run (struct repl_node *node, enum repl_handler h,
 
  out:
   free (rp);
-  free (envp);
-  for (i = 0; i < nvars; i++)
+  free (words);
+  for (i = 1; i < nvars; i++)   /* vars[0], PATH, is static */
     free (vars[i]);
 }
