@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -163,7 +164,7 @@ unix_addr (const char *path, struct sockaddr_un *sun)
 }
 
 int
-sock_listen_unix (const char *path)
+sock_listen_unix (const char *path, mode_t mode)
 {
   struct sockaddr_un sun;
   int fd, saved_errno;
@@ -173,15 +174,23 @@ sock_listen_unix (const char *path)
   fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd == -1)
     return -1;
-  unlink (path);
-  if (bind (fd, (struct sockaddr *) &sun, sizeof sun) == -1 ||
-      listen (fd, 16) == -1) {
+  /* The mode is set before listen: until then nobody can connect,
+   * whatever the umask made of the file. */
+  if (bind (fd, (struct sockaddr *) &sun, sizeof sun) == -1)
+    goto err;
+  if (chmod (path, mode) == -1 || listen (fd, 16) == -1) {
     saved_errno = errno;
-    close (fd);
+    unlink (path);
     errno = saved_errno;
-    return -1;
+    goto err;
   }
   return fd;
+
+ err:
+  saved_errno = errno;
+  close (fd);
+  errno = saved_errno;
+  return -1;
 }
 
 int

@@ -8,6 +8,7 @@
 #define NBDREPL_SOCKETS_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* A bound, listening TCP socket for host:port (SO_REUSEADDR, CLOEXEC).
  * On a getaddrinfo failure errno is EADDRNOTAVAIL. */
@@ -22,8 +23,10 @@ extern int sock_connect_tcp (const char *host, const char *port,
  * bytes (best effort: the kernel caps them at net.core.[wr]mem_max). */
 extern int sock_tune (int fd, int sndbuf, int rcvbuf);
 
-/* A listening unix socket at path (an old socket file is replaced). */
-extern int sock_listen_unix (const char *path);
+/* A listening unix socket at path with permissions mode, whatever the
+ * umask.  Nothing at path is replaced: a file there fails with
+ * EADDRINUSE. */
+extern int sock_listen_unix (const char *path, mode_t mode);
 extern int sock_connect_unix (const char *path);
 
 /* Read exactly len bytes within timeout_ms in all (-1: no limit), so

@@ -614,6 +614,8 @@ struct repl_node {
   uint64_t n_md_base;           /* where the area starts in n_md_fd */
   bool n_md_open, n_al_ready;
   bool n_md_crashed;            /* found not stopped cleanly */
+  bool n_md_created;            /* this start created the file (removed
+                                   again if the start fails) */
   struct md n_md;
   pthread_mutex_t n_md_io_lock; /* serialises md_* calls (they do I/O) */
   pthread_mutex_t n_al_lock;    /* guards n_al; never held during I/O */
@@ -721,5 +723,6 @@ extern void *ticker_thread (void *arg);
 /* control.c */
 extern void *control_thread (void *arg);
 extern char *control_status (struct repl_node *node, bool json);
+extern int control_listen (const char *path, const char *where);
 
 #endif /* NBDREPL_INTERNAL_H */

@@ -208,6 +208,33 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     node->n_peers[node->n_npeers++] = p;
   }
 
+  node->n_listen_fd = sock_listen_tcp (self->nc_host, self->nc_port);
+  if (node->n_listen_fd == -1) {
+    log_error ("%s: node %s: address %s: cannot listen: %m",
+               config_path, self->nc_name, self->nc_address);
+    goto err;
+  }
+  if (make_parent_dir (self->nc_control) == -1) {
+    log_error ("%s: node %s: control %s: cannot create its directory: %m",
+               config_path, self->nc_name, self->nc_control);
+    goto err;
+  }
+  {
+    char where[512];
+    snprintf (where, sizeof where, "%s: node %s: ", config_path,
+              self->nc_name);
+    node->n_control_fd = control_listen (self->nc_control, where);
+    if (node->n_control_fd == -1)
+      goto err;
+  }
+  node->n_stop_fd = eventfd (0, EFD_CLOEXEC);
+  if (node->n_stop_fd == -1) {
+    log_error ("eventfd: %m");
+    goto err;
+  }
+  /* Last, after every other check that can fail at start: this may
+   * create the metadata file (removed again below if a later step
+   * fails). */
   {
     char where[512];
     snprintf (where, sizeof where, "%s: node %s: ", config_path,
@@ -220,31 +247,14 @@ engine_create (const char *config_path, const char *node_name, bool primary)
       goto err;
   }
 
-  node->n_listen_fd = sock_listen_tcp (self->nc_host, self->nc_port);
-  if (node->n_listen_fd == -1) {
-    log_error ("%s: node %s: address %s: cannot listen: %m",
-               config_path, self->nc_name, self->nc_address);
-    goto err;
-  }
-  if (make_parent_dir (self->nc_control) == -1) {
-    log_error ("%s: node %s: control %s: cannot create its directory: %m",
-               config_path, self->nc_name, self->nc_control);
-    goto err;
-  }
-  node->n_control_fd = sock_listen_unix (self->nc_control);
-  if (node->n_control_fd == -1) {
-    log_error ("%s: node %s: control %s: cannot listen: %m",
-               config_path, self->nc_name, self->nc_control);
-    goto err;
-  }
-  node->n_stop_fd = eventfd (0, EFD_CLOEXEC);
-  if (node->n_stop_fd == -1) {
-    log_error ("eventfd: %m");
-    goto err;
-  }
   return node;
 
  err:
+  /* A start that failed leaves no metadata it created behind: the next
+   * start (or create-md) makes it afresh. */
+  if (node->n_md_created && unlink (node->n_md_path) == 0)
+    log_info ("metadata %s: removed again (the start failed)",
+              node->n_md_path);
   engine_destroy (node);
   return NULL;
 }
