@@ -179,6 +179,20 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     goto err;
   }
   node->n_self = self;
+  /* Whoever reads the secret can join the resource as any node: the
+   * file that holds it must be readable by its owner only (as ssh
+   * treats a private key). */
+  if ((node->n_cfg.cf_secret_mode & 0044) != 0) {
+    errno = EACCES;
+    log_error ("%s: %s holds the secret of resource %s and is readable by "
+               "%s (mode %04o); refusing to start: chmod 600 it",
+               config_path, node->n_cfg.cf_secret_path
+               ? node->n_cfg.cf_secret_path : "this file",
+               node->n_cfg.cf_resource,
+               (node->n_cfg.cf_secret_mode & 0004) ? "all users"
+               : "its group", node->n_cfg.cf_secret_mode);
+    goto err;
+  }
   if (peer_tls_init (node) == -1)
     goto err;
   node->n_role = primary ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
@@ -304,10 +318,6 @@ engine_start (struct repl_node *node)
                "%s can join it as a node and read or overwrite its data "
                "(set secret or secret-file in %s)", node->n_cfg.cf_resource,
                node->n_self->nc_address, node->n_cfg.cf_path);
-  else if (node->n_cfg.cf_secret_file_open)
-    log_error ("warning: resource %s: the secret file is readable by "
-               "users other than its owner (chmod 600 it)",
-               node->n_cfg.cf_resource);
   log_info ("resource %s: node %s (id %u) started as %s, disk %s (%" PRIu64
             " bytes), %zu peer(s), protocol %c",
             node->n_cfg.cf_resource, node->n_self->nc_name,
