@@ -14,10 +14,12 @@
  * On a getaddrinfo failure errno is EADDRNOTAVAIL. */
 extern int sock_listen_tcp (const char *host, const char *port);
 
-/* Connect to host:port, waiting at most timeout_ms.  The returned socket
- * is blocking, CLOEXEC, tuned as sock_tune does. */
+/* Connect to host:port from bind_host (any port; NULL or a wildcard
+ * address: whatever the routing picks), waiting at most timeout_ms.
+ * The returned socket is blocking, CLOEXEC, tuned as sock_tune does. */
 extern int sock_connect_tcp (const char *host, const char *port,
-                             int timeout_ms, int sndbuf, int rcvbuf);
+                             const char *bind_host, int timeout_ms,
+                             int sndbuf, int rcvbuf);
 
 /* TCP_NODELAY, SO_KEEPALIVE, and SO_SNDBUF/SO_RCVBUF of sndbuf/rcvbuf
  * bytes (best effort: the kernel caps them at net.core.[wr]mem_max). */

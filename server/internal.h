@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <inttypes.h>
 #include <sys/uio.h>
+#include <sys/socket.h>
 
 #include <openssl/types.h>
 
@@ -147,9 +148,13 @@ struct out_msg {
 
 /* A set of short-lived threads, every one joined (thread-set.c). */
 #define THREAD_SET_MAX 64
-/* Listener handshakes in progress at once; more connections are
- * refused (listener.c). */
+/* Listener handshakes in progress at once, and from one address; more
+ * connections are refused, unless a silent one can be closed for them
+ * (listener.c).  The thread set has room for closed ones still
+ * finishing. */
 #define MAX_HANDSHAKES 16
+#define MAX_HANDSHAKES_PER_ADDR 4
+#define MAX_HANDSHAKE_THREADS (2 * MAX_HANDSHAKES)
 /* TLS relays at once: one per TLS connection, established or in its
  * handshake (peer-tls.c); far more than 2 per peer + MAX_HANDSHAKES. */
 #define MAX_TLS_RELAYS 64
@@ -184,6 +189,15 @@ struct inflight {
 };
 
 struct repl_node;
+
+/* A handshake in progress (listener.c). */
+struct hs_slot {
+  bool hs_used;
+  uint64_t hs_id;               /* which connection holds it */
+  struct sockaddr_storage hs_addr; /* its source address, port 0 */
+  int hs_fd;                    /* a dup of its socket, to close it */
+  uint64_t hs_since_ns;         /* accepted then */
+};
 
 /* One peer: what outlives its connections (configuration, bitmap,
  * metadata slot, resync and verify progress) and, for now, the state of
@@ -554,6 +568,8 @@ extern int peer_submit_read_locked (struct peer *p, void *buf,
  *   pr_lock           one peer (struct peer); never two at once, and
  *                     never together with n_lock
  *   il_lock, ts_lock  inside the interval lock and a thread set only
+ *   n_hs_lock         the listener's handshake slots; nothing is taken
+ *                     under it
  *
  * No lock but the range lock is held across a network wait; a function
  * named *_locked asserts the lock it needs (ASSERT_LOCKED, locks.h). */
@@ -573,6 +589,9 @@ struct repl_node {
   SSL_CTX *n_tls_server;
   struct thread_set n_tls_relays;  /* TLS relay threads (peer-tls.c) */
   struct thread_set n_handshakes;  /* listener handshakes (listener.c) */
+  pthread_mutex_t n_hs_lock;    /* guards n_hs_slots and n_hs_next_id */
+  struct hs_slot n_hs_slots[MAX_HANDSHAKES];
+  uint64_t n_hs_next_id;
   bool n_started;
   pthread_t n_listener, n_ticker, n_control;
 

@@ -157,7 +157,8 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   cond_init (&node->n_work_cond);
   cond_init (&node->n_al_cond);
   ilock_init (&node->n_ilock);
-  thread_set_init (&node->n_handshakes, MAX_HANDSHAKES);
+  thread_set_init (&node->n_handshakes, MAX_HANDSHAKE_THREADS);
+  mutex_init (&node->n_hs_lock);
   thread_set_init (&node->n_tls_relays, MAX_TLS_RELAYS);
 
   if (config_load (config_path, &node->n_cfg, err, sizeof err) == -1) {
@@ -381,6 +382,7 @@ engine_destroy (struct repl_node *node)
   pthread_cond_destroy (&node->n_cond);
   pthread_cond_destroy (&node->n_work_cond);
   pthread_cond_destroy (&node->n_al_cond);
+  pthread_mutex_destroy (&node->n_hs_lock);
   pthread_mutex_destroy (&node->n_al_lock);
   pthread_mutex_destroy (&node->n_md_io_lock);
   pthread_mutex_destroy (&node->n_role_lock);
