@@ -40,6 +40,12 @@
  * a wrong path (a disk image, say) from being read into memory. */
 #define CONFIG_MAX_BYTES  (1024 * 1024)
 
+/* The deepest nesting of mappings and sequences a configuration may
+ * have (it needs 4): libyaml's scanner takes time quadratic in the
+ * depth, over 120 s for 1 MiB of brackets, so the first pass stops at
+ * this depth. */
+#define CONFIG_MAX_DEPTH  64
+
 #define NAME_CHARS \
   "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 #define HOST_CHARS NAME_CHARS
@@ -57,6 +63,8 @@ struct loader {
   char *ld_err;
   size_t ld_errlen;
   int ld_errno;                 /* errno for the caller on failure */
+  unsigned ld_mode;             /* the file's permission bits (0: read
+                                   from memory) */
 };
 
 /* Write "FILE:LINE: message" ("FILE: message" when line is 0) into the
@@ -148,11 +156,15 @@ read_file (struct loader *ld, unsigned char **bufp, size_t *lenp)
   size_t len = 0, size = 0;
   ssize_t r;
 
+  struct stat st;
+
   if (fd == -1) {
     load_error (ld, 0, "cannot open: %m");
     ld->ld_errno = errno;
     return -1;
   }
+  if (fstat (fd, &st) == 0)
+    ld->ld_mode = st.st_mode & 07777;
   for (;;) {
     if (len == size) {
       size = size ? size * 2 : 4096;
@@ -234,7 +246,7 @@ scan_events (struct loader *ld, const unsigned char *buf, size_t len)
   yaml_parser_t parser;
   yaml_event_t event;
   const yaml_char_t *anchor;
-  int ndocs = 0, r = 1;
+  int ndocs = 0, depth = 0, r = 1;
 
   if (!yaml_parser_initialize (&parser)) {
     load_oom (ld);
@@ -251,8 +263,18 @@ scan_events (struct loader *ld, const unsigned char *buf, size_t len)
     switch (event.type) {
     case YAML_ALIAS_EVENT: anchor = event.data.alias.anchor; break;
     case YAML_SCALAR_EVENT: anchor = event.data.scalar.anchor; break;
-    case YAML_SEQUENCE_START_EVENT: anchor = event.data.sequence_start.anchor; break;
-    case YAML_MAPPING_START_EVENT: anchor = event.data.mapping_start.anchor; break;
+    case YAML_SEQUENCE_START_EVENT:
+      anchor = event.data.sequence_start.anchor;
+      depth++;
+      break;
+    case YAML_MAPPING_START_EVENT:
+      anchor = event.data.mapping_start.anchor;
+      depth++;
+      break;
+    case YAML_SEQUENCE_END_EVENT:
+    case YAML_MAPPING_END_EVENT:
+      depth--;
+      break;
     case YAML_DOCUMENT_START_EVENT:
       if (++ndocs > 1) {
         load_error (ld, (int) event.start_mark.line + 1,
@@ -262,6 +284,12 @@ scan_events (struct loader *ld, const unsigned char *buf, size_t len)
       break;
     case YAML_STREAM_END_EVENT: r = 0; break;
     default: break;
+    }
+    if (depth > CONFIG_MAX_DEPTH) {
+      load_error (ld, (int) event.start_mark.line + 1,
+                  "mappings and sequences nested more than %d deep; not a "
+                  "configuration file", CONFIG_MAX_DEPTH);
+      r = -1;
     }
     if (anchor) {
       load_error (ld, (int) event.start_mark.line + 1,
@@ -1308,7 +1336,7 @@ config_handler_name (enum repl_handler h)
   return handler_keys[h];
 }
 
-/* handlers: a mapping of event to a shell command. */
+/* handlers: a mapping of event to a command (handler.c runs it). */
 static int
 parse_handlers (struct loader *ld, const yaml_node_t *map,
                 struct repl_config *cfg)
@@ -1434,6 +1462,7 @@ get_secret (struct loader *ld, const yaml_node_t *key, const yaml_node_t *val,
   }
   memcpy (cfg->cf_secret, s, n);
   cfg->cf_secret_len = n;
+  cfg->cf_secret_mode = ld->ld_mode;
   return 0;
 }
 
@@ -1457,8 +1486,8 @@ read_secret_file (struct loader *ld, const yaml_node_t *key,
                 strerror (errno));
     return -1;
   }
-  if (fstat (fd, &st) == 0 && (st.st_mode & 0077) != 0)
-    cfg->cf_secret_file_open = true;
+  if (fstat (fd, &st) == 0)
+    cfg->cf_secret_mode = st.st_mode & 07777;
   n = read (fd, buf, sizeof buf);
   close (fd);
   while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
@@ -1472,7 +1501,12 @@ read_secret_file (struct loader *ld, const yaml_node_t *key,
   }
   memcpy (cfg->cf_secret, buf, n);
   cfg->cf_secret_len = n;
+  cfg->cf_secret_path = strdup (path);
   explicit_bzero (buf, sizeof buf);
+  if (cfg->cf_secret_path == NULL) {
+    load_oom (ld);
+    return -1;
+  }
   return 0;
 }
 
@@ -1866,6 +1900,7 @@ config_free (struct repl_config *cfg)
     free (cfg->cf_nodes[i].nc_tls_key);
   }
   free (cfg->cf_tls_ca);
+  free (cfg->cf_secret_path);
   for (i = 0; i < REPL_HANDLER_NKEYS; i++)
     free (cfg->cf_handlers[i]);
   memset (cfg, 0, sizeof *cfg);

@@ -164,7 +164,10 @@ struct repl_config {
    * nodes to each other (peer-auth.c); cf_secret_len 0: none. */
   uint8_t cf_secret[REPL_SECRET_MAX];
   size_t cf_secret_len;
-  bool cf_secret_file_open;     /* the secret file is readable by others */
+  char *cf_secret_path;         /* secret-file: that file; NULL: the
+                                   secret is in the configuration file */
+  unsigned cf_secret_mode;      /* the permission bits of the file that
+                                   holds the secret (0: not from a file) */
   /* tls: true: TLS 1.3 on every replication connection (peer-tls.c).
    * With cf_tls_ca, certificates (then every node has nc_tls_cert and
    * nc_tls_key); without, a pre-shared key derived from the secret
@@ -177,7 +180,7 @@ struct repl_config {
                                    keeps no activity log, and a crash
                                    means a full resync */
   enum repl_quorum cf_quorum;   /* never REPL_QUORUM_DEFAULT after load */
-  char *cf_handlers[REPL_HANDLER_NKEYS]; /* shell commands, or NULL */
+  char *cf_handlers[REPL_HANDLER_NKEYS]; /* commands (handler.c), or NULL */
   bool cf_on_no_quorum_suspend; /* suspend writes (else fail them) */
   enum repl_sb_policy cf_after_sb_0pri;   /* neither node primary */
   enum repl_sb_policy cf_after_sb_1pri;   /* one node primary */

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -79,10 +80,33 @@ sock_tune (int fd, int sndbuf, int rcvbuf)
   return 0;
 }
 
+/* Bind fd to bind_host (any port), in the family of the address it
+ * will connect to; nothing for a wildcard address. */
+static int
+bind_local (int fd, int family, const char *bind_host)
+{
+  struct addrinfo hints = {
+    .ai_family = family,
+    .ai_socktype = SOCK_STREAM,
+    .ai_flags = AI_NUMERICSERV,
+  }, *res;
+  int r;
+
+  if (strcmp (bind_host, "0.0.0.0") == 0 || strcmp (bind_host, "::") == 0)
+    return 0;
+  if (getaddrinfo (bind_host, "0", &hints, &res) != 0) {
+    errno = EADDRNOTAVAIL;
+    return -1;
+  }
+  r = bind (fd, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo (res);
+  return r;
+}
+
 /* Non-blocking connect bounded by timeout_ms. */
 static int
-connect_one (const struct addrinfo *ai, int timeout_ms, int sndbuf,
-             int rcvbuf)
+connect_one (const struct addrinfo *ai, const char *bind_host,
+             int timeout_ms, int sndbuf, int rcvbuf)
 {
   int fd, flags, err = 0;
   socklen_t errlen = sizeof err;
@@ -94,6 +118,8 @@ connect_one (const struct addrinfo *ai, int timeout_ms, int sndbuf,
     return -1;
   /* Before connect, so that the window scale fits the receive buffer. */
   if (sock_tune (fd, sndbuf, rcvbuf) == -1)
+    goto err;
+  if (bind_host && bind_local (fd, ai->ai_family, bind_host) == -1)
     goto err;
   flags = fcntl (fd, F_GETFL);
   if (flags == -1 || fcntl (fd, F_SETFL, flags | O_NONBLOCK) == -1)
@@ -129,8 +155,8 @@ connect_one (const struct addrinfo *ai, int timeout_ms, int sndbuf,
 }
 
 int
-sock_connect_tcp (const char *host, const char *port, int timeout_ms,
-                  int sndbuf, int rcvbuf)
+sock_connect_tcp (const char *host, const char *port, const char *bind_host,
+                  int timeout_ms, int sndbuf, int rcvbuf)
 {
   struct addrinfo *res, *ai;
   int fd = -1, saved_errno = EADDRNOTAVAIL;
@@ -138,7 +164,7 @@ sock_connect_tcp (const char *host, const char *port, int timeout_ms,
   if (resolve (host, port, 0, &res) == -1)
     return -1;
   for (ai = res; ai; ai = ai->ai_next) {
-    fd = connect_one (ai, timeout_ms, sndbuf, rcvbuf);
+    fd = connect_one (ai, bind_host, timeout_ms, sndbuf, rcvbuf);
     if (fd >= 0)
       break;
     saved_errno = errno;
@@ -163,7 +189,7 @@ unix_addr (const char *path, struct sockaddr_un *sun)
 }
 
 int
-sock_listen_unix (const char *path)
+sock_listen_unix (const char *path, mode_t mode)
 {
   struct sockaddr_un sun;
   int fd, saved_errno;
@@ -173,15 +199,23 @@ sock_listen_unix (const char *path)
   fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd == -1)
     return -1;
-  unlink (path);
-  if (bind (fd, (struct sockaddr *) &sun, sizeof sun) == -1 ||
-      listen (fd, 16) == -1) {
+  /* The mode is set before listen: until then nobody can connect,
+   * whatever the umask made of the file. */
+  if (bind (fd, (struct sockaddr *) &sun, sizeof sun) == -1)
+    goto err;
+  if (chmod (path, mode) == -1 || listen (fd, 16) == -1) {
     saved_errno = errno;
-    close (fd);
+    unlink (path);
     errno = saved_errno;
-    return -1;
+    goto err;
   }
   return fd;
+
+ err:
+  saved_errno = errno;
+  close (fd);
+  errno = saved_errno;
+  return -1;
 }
 
 int

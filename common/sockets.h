@@ -8,22 +8,27 @@
 #define NBDREPL_SOCKETS_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* A bound, listening TCP socket for host:port (SO_REUSEADDR, CLOEXEC).
  * On a getaddrinfo failure errno is EADDRNOTAVAIL. */
 extern int sock_listen_tcp (const char *host, const char *port);
 
-/* Connect to host:port, waiting at most timeout_ms.  The returned socket
- * is blocking, CLOEXEC, tuned as sock_tune does. */
+/* Connect to host:port from bind_host (any port; NULL or a wildcard
+ * address: whatever the routing picks), waiting at most timeout_ms.
+ * The returned socket is blocking, CLOEXEC, tuned as sock_tune does. */
 extern int sock_connect_tcp (const char *host, const char *port,
-                             int timeout_ms, int sndbuf, int rcvbuf);
+                             const char *bind_host, int timeout_ms,
+                             int sndbuf, int rcvbuf);
 
 /* TCP_NODELAY, SO_KEEPALIVE, and SO_SNDBUF/SO_RCVBUF of sndbuf/rcvbuf
  * bytes (best effort: the kernel caps them at net.core.[wr]mem_max). */
 extern int sock_tune (int fd, int sndbuf, int rcvbuf);
 
-/* A listening unix socket at path (an old socket file is replaced). */
-extern int sock_listen_unix (const char *path);
+/* A listening unix socket at path with permissions mode, whatever the
+ * umask.  Nothing at path is replaced: a file there fails with
+ * EADDRINUSE. */
+extern int sock_listen_unix (const char *path, mode_t mode);
 extern int sock_connect_unix (const char *path);
 
 /* Read exactly len bytes within timeout_ms in all (-1: no limit), so

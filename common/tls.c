@@ -147,11 +147,14 @@ tls_error_string (char *buf, size_t len, const char *fallback)
   return buf;
 }
 
+/* Exactly: no wildcard matches, since a certificate for *.r0.lan would
+ * let any node of the domain claim to be any other. */
 bool
 tls_cert_names (X509 *cert, const char *node_name)
 {
   return cert != NULL &&
-    X509_check_host (cert, node_name, strlen (node_name), 0, NULL) == 1;
+    X509_check_host (cert, node_name, strlen (node_name),
+                     X509_CHECK_FLAG_NO_WILDCARDS, NULL) == 1;
 }
 
 bool

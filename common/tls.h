@@ -36,7 +36,8 @@ extern SSL_CTX *tls_ctx_new (const struct repl_config *cfg,
 /* The context's mode: true with certificates, false with a PSK. */
 extern bool tls_ctx_uses_certs (SSL_CTX *ctx);
 
-/* Does cert name this node (CN or DNS subjectAltName)? */
+/* Does cert name this node (CN or DNS subjectAltName), exactly, with
+ * no wildcard match? */
 extern bool tls_cert_names (X509 *cert, const char *node_name);
 
 /* The oldest error on this thread's OpenSSL error queue as a short

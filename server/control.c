@@ -7,8 +7,17 @@
  *
  *   status           human-readable status
  *   status --json    the same as one JSON object
+ *   primary [--force], secondary, invalidate, verify, resync
  *
- * An answer starting with "error: " is a failure.  Everything is formatted
+ * An answer starting with "error: " is a failure.
+ *
+ * Who may ask: the socket is created mode CONTROL_MODE (owner and group
+ * of the node's process), whatever the umask, and each caller's
+ * credentials are taken from the socket (SO_PEERCRED).  status only
+ * reads, so any caller that can connect gets it; every other command
+ * changes the node's state and is refused unless the caller is root or
+ * the node's own user (DRBD asks for CAP_NET_ADMIN for all but status,
+ * tgt for uid 0).  Everything is formatted
  * from a snapshot taken under each object's own lock, never across a
  * network wait.
  *
@@ -31,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #ifdef __SANITIZE_THREAD__
 #include <sanitizer/tsan_interface.h>
@@ -41,6 +51,10 @@
 #include "sockets.h"
 
 #define CONTROL_READ_TIMEOUT_MS 2000
+
+/* The control socket's permissions: read and write (connect) for the
+ * owner and the group of the node's process only. */
+#define CONTROL_MODE 0660
 
 /* How long status waits for the metadata lock before it reports the
  * metadata as busy. */
@@ -722,10 +736,18 @@ control_status (struct repl_node *node, bool json)
   return b.b_data;
 }
 
-/* Answer one command on fd.  Returns true if fd was handed over (an
- * events subscriber), else the caller closes it. */
+/* Commands that only read: allowed to any caller that can connect. */
 static bool
-serve (struct repl_node *node, int fd)
+read_only (const char *cmd)
+{
+  return strcmp (cmd, "status") == 0 || strcmp (cmd, "status --json") == 0 ||
+         strcmp (cmd, "events") == 0 || strncmp (cmd, "events ", 7) == 0;
+}
+
+/* Answer one command on fd from the caller cred.  Returns true if fd
+ * was handed over (an events subscriber), else the caller closes it. */
+static bool
+serve (struct repl_node *node, int fd, const struct ucred *cred)
 {
   char cmd[256];
   size_t len = 0;
@@ -748,6 +770,25 @@ serve (struct repl_node *node, int fd)
   }
   cmd[len] = '\0';
   cmd[strcspn (cmd, "\r\n")] = '\0';
+
+  if (!read_only (cmd) && cred->uid != 0 && cred->uid != geteuid ()) {
+    char msg[400], who[64] = "root";
+
+    if (geteuid () != 0)
+      snprintf (who, sizeof who, "root or uid %u", (unsigned) geteuid ());
+    /* The command is the caller's: shown as far as it is printable. */
+    for (len = 0; cmd[len]; len++)
+      if ((unsigned char) cmd[len] < 0x20 || cmd[len] == 0x7f)
+        cmd[len] = '?';
+    log_error ("control: '%.40s' from uid %u (pid %d) refused: only %s "
+               "may change the node's state", cmd, (unsigned) cred->uid,
+               (int) cred->pid, who);
+    snprintf (msg, sizeof msg, "error: %.40s: permission denied: uid %u "
+              "may only ask for status (only %s may change the node's "
+              "state)\n", cmd, (unsigned) cred->uid, who);
+    sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
+    return false;
+  }
 
   if (strcmp (cmd, "events") == 0 || strncmp (cmd, "events ", 7) == 0) {
     char err[256], msg[320];
@@ -824,6 +865,8 @@ control_thread (void *arg)
       { .fd = node->n_control_fd, .events = POLLIN },
       { .fd = node->n_stop_fd, .events = POLLIN },
     };
+    struct ucred cred;
+    socklen_t credlen = sizeof cred;
     int fd;
 
     if (poll (pfd, 2, -1) == -1) {
@@ -837,8 +880,58 @@ control_thread (void *arg)
     fd = accept4 (node->n_control_fd, NULL, NULL, SOCK_CLOEXEC);
     if (fd == -1)
       continue;
-    if (!serve (node, fd))
-      close (fd);
+    if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) == -1)
+      log_error ("control: SO_PEERCRED: %m (connection refused)");
+    else if (serve (node, fd, &cred))
+      continue;                 /* an events subscriber has it */
+    close (fd);
   }
   return NULL;
+}
+
+/* Listen on the node's control socket.  What is at the path already is
+ * replaced only if it is a stale socket (nobody answers on it): never a
+ * regular file or anything else, and never the live socket of another
+ * node, which would silently answer for us from then on.  where starts
+ * the messages ("FILE: node NAME: "). */
+int
+control_listen (const char *path, const char *where)
+{
+  struct stat st;
+  int fd, c;
+
+  fd = sock_listen_unix (path, CONTROL_MODE);
+  if (fd >= 0 || errno != EADDRINUSE)
+    goto out;
+  if (lstat (path, &st) == -1)
+    goto out;
+  if (!S_ISSOCK (st.st_mode)) {
+    log_error ("%scontrol %s: exists and is not a socket; refusing to "
+               "replace it (remove it, or give control: another path)",
+               where, path);
+    errno = EEXIST;
+    return -1;
+  }
+  c = sock_connect_unix (path);
+  if (c >= 0) {
+    close (c);
+    log_error ("%scontrol %s: a running server answers on it (another "
+               "node?); refusing to take it over (give each node its own "
+               "control: path)", where, path);
+    errno = EADDRINUSE;
+    return -1;
+  }
+  if (errno != ECONNREFUSED) {
+    log_error ("%scontrol %s: cannot tell whether it is in use: %m", where,
+               path);
+    return -1;
+  }
+  /* Stale: left by a node that crashed. */
+  if (unlink (path) == -1 && errno != ENOENT)
+    goto out;
+  fd = sock_listen_unix (path, CONTROL_MODE);
+ out:
+  if (fd == -1)
+    log_error ("%scontrol %s: cannot listen: %m", where, path);
+  return fd;
 }

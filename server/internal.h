@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <sys/socket.h>
 
 #include <openssl/types.h>
 
@@ -148,9 +149,13 @@ struct out_msg {
 
 /* A set of short-lived threads, every one joined (thread-set.c). */
 #define THREAD_SET_MAX 64
-/* Listener handshakes in progress at once; more connections are
- * refused (listener.c). */
+/* Listener handshakes in progress at once, and from one address; more
+ * connections are refused, unless a silent one can be closed for them
+ * (listener.c).  The thread set has room for closed ones still
+ * finishing. */
 #define MAX_HANDSHAKES 16
+#define MAX_HANDSHAKES_PER_ADDR 4
+#define MAX_HANDSHAKE_THREADS (2 * MAX_HANDSHAKES)
 /* TLS relays at once: one per TLS connection, established or in its
  * handshake (peer-tls.c); far more than 2 per peer + MAX_HANDSHAKES. */
 #define MAX_TLS_RELAYS 64
@@ -168,6 +173,8 @@ extern int thread_set_start (struct thread_set *ts, void *(*fn) (void *),
                              void *arg);
 extern void thread_set_finish (struct thread_set *ts);
 extern void thread_set_wait (struct thread_set *ts);
+extern unsigned thread_set_wait_until (struct thread_set *ts,
+                                       const struct timespec *deadline);
 
 /* A message sent to the peer and not yet acknowledged. */
 struct inflight {
@@ -186,6 +193,15 @@ struct inflight {
 
 struct repl_node;
 struct rx;
+
+/* A handshake in progress (listener.c). */
+struct hs_slot {
+  bool hs_used;
+  uint64_t hs_id;               /* which connection holds it */
+  struct sockaddr_storage hs_addr; /* its source address, port 0 */
+  int hs_fd;                    /* a dup of its socket, to close it */
+  uint64_t hs_since_ns;         /* accepted then */
+};
 
 #define CONN_MAGIC 0x434f4e4e       /* "CONN" */
 
@@ -591,6 +607,14 @@ extern void events_helper (struct repl_node *node, const char *helper,
 extern int events_subscribe (struct repl_node *node, int fd,
                              const char *args, char *err, size_t errlen);
 
+/* Handlers running at once; one more is not started (handler.c). */
+#define HANDLERS_MAX 16
+struct handlers {
+  pthread_mutex_t hd_lock;      /* guards hd_pids; nothing under it */
+  pid_t hd_pids[HANDLERS_MAX];  /* running handlers, or 0 */
+  struct thread_set hd_reapers; /* one thread waits for each */
+};
+
 /* ---- node.c, listener.c, ticker.c, control.c ------------------------ */
 
 /* The locks, listed in precedence order: do not take an earlier lock in
@@ -610,6 +634,8 @@ extern int events_subscribe (struct repl_node *node, int fd,
  *                     (struct conn); never two at once, and never
  *                     together with n_lock
  *   il_lock, ts_lock  inside the interval lock and a thread set only
+ *   n_hs_lock         the listener's handshake slots; nothing is taken
+ *                     under it
  *   ev_lock           the events ring (events.c): innermost, taken
  *                     under any of the above, nothing taken under it
  *
@@ -631,6 +657,9 @@ struct repl_node {
   SSL_CTX *n_tls_server;
   struct thread_set n_tls_relays;  /* TLS relay threads (peer-tls.c) */
   struct thread_set n_handshakes;  /* listener handshakes (listener.c) */
+  pthread_mutex_t n_hs_lock;    /* guards n_hs_slots and n_hs_next_id */
+  struct hs_slot n_hs_slots[MAX_HANDSHAKES];
+  uint64_t n_hs_next_id;
   bool n_started;
   pthread_t n_listener, n_ticker, n_control;
 
@@ -672,6 +701,8 @@ struct repl_node {
   uint64_t n_md_base;           /* where the area starts in n_md_fd */
   bool n_md_open, n_al_ready;
   bool n_md_crashed;            /* found not stopped cleanly */
+  bool n_md_created;            /* this start created the file (removed
+                                   again if the start fails) */
   struct md n_md;
   pthread_mutex_t n_md_io_lock; /* serialises md_* calls (they do I/O) */
   pthread_mutex_t n_al_lock;    /* guards n_al; never held during I/O */
@@ -693,6 +724,7 @@ struct repl_node {
   atomic_uint_fast64_t n_writes, n_write_bytes, n_reads, n_read_bytes;
 
   struct events n_events;       /* the events stream (events.c) */
+  struct handlers n_handlers;   /* handlers running (handler.c) */
 };
 
 /* worker.c */
@@ -748,6 +780,9 @@ extern void meta_al_end (struct repl_node *node, uint64_t offset,
                          uint64_t len);
 
 /* handler.c */
+extern void handlers_init (struct handlers *hd);
+extern void handlers_stop (struct repl_node *node);
+extern void handlers_destroy (struct handlers *hd);
 extern void handler_run (struct repl_node *node, enum repl_handler h,
                          const struct peer *p);
 
@@ -779,5 +814,6 @@ extern void *ticker_thread (void *arg);
 /* control.c */
 extern void *control_thread (void *arg);
 extern char *control_status (struct repl_node *node, bool json);
+extern int control_listen (const char *path, const char *where);
 
 #endif /* NBDREPL_INTERNAL_H */

@@ -11,24 +11,40 @@
  * whether we want a secret; role, disk state, size and generations
  * come in HELLO_STATE, which the peer thread sends after the hand-over).
  *
+ * Connections are accepted only from the addresses of the resource's
+ * other nodes (as DRBD does; each node dials from its own address,
+ * sock_connect_tcp), checked before any byte is read: a stranger
+ * elsewhere costs one accept and one close.
+ *
  * Each accepted connection gets a thread of its own for its handshake
  * (TLS, HELLO, authentication), so a client that connects and stalls
- * holds up nobody else; at most MAX_HANDSHAKES run at once, and
- * connections beyond that are refused.  The whole handshake has
- * HANDSHAKE_TIMEOUT_MS.
+ * holds up nobody else.  At most MAX_HANDSHAKES run at once, and at
+ * most MAX_HANDSHAKES_PER_ADDR from one address.  When a new
+ * connection finds no slot, the oldest connection of that address (or,
+ * with every slot taken, of any address) that has not sent a single
+ * byte yet is closed for it; only when there is none is the new one
+ * refused.  A real node sends its first bytes (a HELLO or a TLS
+ * ClientHello) at once, so connections that connect and say nothing,
+ * however many and from wherever, cannot keep it out; garbage ends its
+ * connection at once.  The whole handshake has HANDSHAKE_TIMEOUT_MS.
  */
 #include <config.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <netdb.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <linux/tcp.h>
 
 #include <openssl/x509.h>
 
@@ -38,7 +54,10 @@
 
 /* A peer has this long from its connect to the end of its
  * authentication. */
-#define HANDSHAKE_TIMEOUT_MS 5000
+#define HANDSHAKE_TIMEOUT_MS 3000
+
+/* The most addresses the other nodes' hosts resolve to. */
+#define MAX_PEER_ADDRS (REPL_MAX_NODES * 4)
 
 static void
 describe (const struct sockaddr_storage *ss, char *buf, size_t len)
@@ -76,13 +95,20 @@ read_hello_bytes (struct repl_node *node, int fd, void *buf, size_t len,
 
 /* Log why a connection from this address (claiming to be node `node`,
  * or NULL) was refused.  A peer retries every few seconds, and a
- * stranger may try far more often, with varying mistakes: the same
- * refusal from the same host is logged once a minute, with how often it
- * was repeated meanwhile.  The last REFUSE_SLOTS different refusals are
- * remembered, so that alternating between a few reasons floods nothing
- * either. */
+ * stranger may try far more often, with varying mistakes, from many
+ * addresses.  So:
+ *  - the same refusal from the same host is logged once a minute (the
+ *    last REFUSE_SLOTS different ones are remembered);
+ *  - a host gets at most HOST_LINES lines a minute, whatever the
+ *    reasons (REFUSE_HOSTS hosts are remembered), and all hosts together
+ *    at most ALL_LINES: a change of message restarts nothing;
+ *  - what was not logged is counted, and the count goes with the next
+ *    line logged for that host (or for any host). */
 #define REPEAT_NS (60 * UINT64_C (1000000000))
-#define REFUSE_SLOTS 8
+#define REFUSE_SLOTS 16
+#define REFUSE_HOSTS 8
+#define HOST_LINES 16
+#define ALL_LINES 32
 
 struct refusal {
   char rf_key[600];             /* host and message; "" for a free slot */
@@ -90,17 +116,44 @@ struct refusal {
   unsigned rf_repeats;          /* since then, not logged */
 };
 
+/* Lines logged in the current minute, and refusals not logged. */
+struct refusal_budget {
+  char rb_host[INET6_ADDRSTRLEN + 8]; /* "" for a free slot, or all hosts */
+  uint64_t rb_since_ns;         /* the minute started then */
+  unsigned rb_lines;
+  unsigned rb_unlogged;
+};
+
+/* Take a line from the budget, or count the refusal as not logged. */
+static bool
+budget_take (struct refusal_budget *b, unsigned max, uint64_t now)
+{
+  if (now - b->rb_since_ns >= REPEAT_NS) {
+    b->rb_since_ns = now;
+    b->rb_lines = 0;
+  }
+  if (b->rb_lines >= max) {
+    b->rb_unlogged++;
+    return false;
+  }
+  b->rb_lines++;
+  return true;
+}
+
 static void
 refuse_vlog (const char *from, const char *node, const char *fmt, va_list ap)
 {
+  /* All under lock: handshakes run in parallel. */
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  static struct refusal slots[REFUSE_SLOTS]; /* under lock: handshakes run
-                                                in parallel */
-  char msg[512], key[sizeof slots[0].rf_key], host[INET6_ADDRSTRLEN + 8];
+  static struct refusal slots[REFUSE_SLOTS];
+  static struct refusal_budget hosts[REFUSE_HOSTS], all;
+  char msg[512], key[sizeof slots[0].rf_key], host[sizeof hosts[0].rb_host];
+  char more[200] = "";
   const char *colon = strrchr (from, ':');
   uint64_t now = now_ns ();
   struct refusal *rf = NULL;
-  unsigned repeats = 0;
+  struct refusal_budget *hb = NULL;
+  unsigned repeats = 0, unlogged_here, unlogged_all;
   int n = 0;
   size_t i;
 
@@ -122,6 +175,32 @@ refuse_vlog (const char *from, const char *node, const char *fmt, va_list ap)
     pthread_mutex_unlock (&lock);
     return;
   }
+  for (i = 0; i < REFUSE_HOSTS; i++)
+    if (strcmp (hosts[i].rb_host, host) == 0)
+      hb = &hosts[i];
+  if (hb == NULL) {             /* the host whose minute started first */
+    hb = &hosts[0];
+    for (i = 1; i < REFUSE_HOSTS; i++)
+      if (hosts[i].rb_since_ns < hb->rb_since_ns)
+        hb = &hosts[i];
+    if (hb->rb_host[0] && now - hb->rb_since_ns < REPEAT_NS)
+      hb = NULL;                /* all busy: only the overall budget */
+    else {
+      memset (hb, 0, sizeof *hb);
+      snprintf (hb->rb_host, sizeof hb->rb_host, "%s", host);
+      hb->rb_since_ns = now;
+    }
+  }
+  if (hb && !budget_take (hb, HOST_LINES, now)) {
+    pthread_mutex_unlock (&lock);
+    return;
+  }
+  if (!budget_take (&all, ALL_LINES, now)) {
+    if (hb)
+      hb->rb_lines--;           /* not logged: counted in all only */
+    pthread_mutex_unlock (&lock);
+    return;
+  }
   if (rf)
     repeats = rf->rf_repeats;
   else {                        /* the slot logged longest ago */
@@ -133,13 +212,22 @@ refuse_vlog (const char *from, const char *node, const char *fmt, va_list ap)
   snprintf (rf->rf_key, sizeof rf->rf_key, "%s", key);
   rf->rf_ns = now;
   rf->rf_repeats = 0;
+  unlogged_here = hb ? hb->rb_unlogged : 0;
+  if (hb)
+    hb->rb_unlogged = 0;
+  unlogged_all = all.rb_unlogged;
+  all.rb_unlogged = 0;
   pthread_mutex_unlock (&lock);
 
   if (repeats > 0)
-    log_error ("connection from %s%s%s (and %u times more in the minute "
-               "before)", from, node ? " " : ": ", msg, repeats);
+    n = snprintf (more, sizeof more, " (and %u times more in the minute "
+                  "before)", repeats);
   else
-    log_error ("connection from %s%s%s", from, node ? " " : ": ", msg);
+    n = 0;
+  if (unlogged_here + unlogged_all > 0)
+    snprintf (more + n, sizeof more - n, " (%u other refusals not logged: "
+              "too many)", unlogged_here + unlogged_all);
+  log_error ("connection from %s%s%s%s", from, node ? " " : ": ", msg, more);
 }
 
 static void __attribute__ ((format (printf, 2, 3)))
@@ -270,9 +358,182 @@ handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
   close (fd);
 }
 
+/* The address of a socket address, without its port; IPv4-mapped IPv6
+ * addresses as IPv4. */
+static void
+host_only (const struct sockaddr_storage *in, struct sockaddr_storage *out)
+{
+  memset (out, 0, sizeof *out);
+  if (in->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const void *) in;
+    if (IN6_IS_ADDR_V4MAPPED (&a->sin6_addr)) {
+      struct sockaddr_in *b = (void *) out;
+      b->sin_family = AF_INET;
+      memcpy (&b->sin_addr, &a->sin6_addr.s6_addr[12], 4);
+    }
+    else {
+      struct sockaddr_in6 *b = (void *) out;
+      b->sin6_family = AF_INET6;
+      b->sin6_addr = a->sin6_addr;
+      b->sin6_scope_id = a->sin6_scope_id;
+    }
+  }
+  else if (in->ss_family == AF_INET) {
+    const struct sockaddr_in *a = (const void *) in;
+    struct sockaddr_in *b = (void *) out;
+    b->sin_family = AF_INET;
+    b->sin_addr = a->sin_addr;
+  }
+}
+
+static bool
+same_host (const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+  return memcmp (a, b, sizeof *a) == 0;
+}
+
+/* The addresses of the resource's other nodes (their hosts resolved
+ * now, at the listener's start).  Returns how many. */
+static size_t
+peer_addresses (struct repl_node *node,
+                struct sockaddr_storage addrs[MAX_PEER_ADDRS])
+{
+  size_t i, n = 0;
+
+  for (i = 0; i < node->n_npeers; i++) {
+    const struct repl_node_cfg *c = node->n_peers[i]->pr_cfg;
+    struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+      .ai_flags = AI_NUMERICSERV,
+    }, *res, *ai;
+    int r = getaddrinfo (c->nc_host, c->nc_port, &hints, &res);
+
+    if (r != 0) {
+      log_error ("listener: peer %s: address %s: %s (connections from it "
+                 "are refused until the node restarts)", c->nc_name,
+                 c->nc_address, gai_strerror (r));
+      continue;
+    }
+    for (ai = res; ai && n < MAX_PEER_ADDRS; ai = ai->ai_next) {
+      struct sockaddr_storage ss;
+
+      if (ai->ai_addrlen > sizeof ss)
+        continue;
+      memset (&ss, 0, sizeof ss);
+      memcpy (&ss, ai->ai_addr, ai->ai_addrlen);
+      host_only (&ss, &addrs[n++]);
+    }
+    freeaddrinfo (res);
+  }
+  return n;
+}
+
+/* Has the other end of this connection sent any byte yet (the kernel's
+ * count, whether or not the handshake thread has read it)? */
+static bool
+heard_from (int fd)
+{
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+
+  memset (&ti, 0, sizeof ti);
+  if (getsockopt (fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == -1 ||
+      len < offsetof (struct tcp_info, tcpi_bytes_received) +
+            sizeof ti.tcpi_bytes_received)
+    return true;                /* cannot tell: never close it for another */
+  return ti.tcpi_bytes_received > 0;
+}
+
+/* Close a handshake's connection to free its slot (the handshake
+ * thread sees its socket shut down and gives up). */
+static void
+evict_locked (struct hs_slot *sl)
+{
+  shutdown (sl->hs_fd, SHUT_RDWR);
+  close (sl->hs_fd);
+  sl->hs_used = false;
+}
+
+/* A slot for a new connection from addr, or -1 if there is none (the
+ * refusal logged).  *id gets what release_slot needs. */
+static int
+take_slot (struct repl_node *node, int fd, const struct sockaddr_storage *addr,
+           const char *from, uint64_t *id)
+{
+  struct hs_slot *slots = node->n_hs_slots, *sl = NULL, *old_here = NULL,
+    *old_any = NULL;
+  unsigned here = 0;
+  size_t i;
+  int dupfd = fcntl (fd, F_DUPFD_CLOEXEC, 0);
+
+  if (dupfd == -1) {
+    log_error ("connection from %s: dup: %m", from);
+    return -1;
+  }
+  pthread_mutex_lock (&node->n_hs_lock);
+  for (i = 0; i < MAX_HANDSHAKES; i++) {
+    struct hs_slot *s = &slots[i];
+
+    if (!s->hs_used) {
+      if (sl == NULL)
+        sl = s;
+      continue;
+    }
+    if (same_host (&s->hs_addr, addr)) {
+      here++;
+      if ((old_here == NULL || s->hs_since_ns < old_here->hs_since_ns) &&
+          !heard_from (s->hs_fd))
+        old_here = s;
+    }
+    if ((old_any == NULL || s->hs_since_ns < old_any->hs_since_ns) &&
+        !heard_from (s->hs_fd))
+      old_any = s;
+  }
+  if (here >= MAX_HANDSHAKES_PER_ADDR || sl == NULL) {
+    struct hs_slot *victim = here >= MAX_HANDSHAKES_PER_ADDR
+      ? old_here : old_any;
+
+    if (victim == NULL) {
+      pthread_mutex_unlock (&node->n_hs_lock);
+      close (dupfd);
+      if (here >= MAX_HANDSHAKES_PER_ADDR)
+        refuse_log (from, "%u other connections from this address are in "
+                    "their handshake; refused", here);
+      else
+        refuse_log (from, "%d other connections are in their handshake; "
+                    "refused", MAX_HANDSHAKES);
+      return -1;
+    }
+    evict_locked (victim);
+    sl = victim;
+  }
+  sl->hs_used = true;
+  sl->hs_id = *id = ++node->n_hs_next_id;
+  sl->hs_addr = *addr;
+  sl->hs_fd = dupfd;
+  sl->hs_since_ns = now_ns ();
+  pthread_mutex_unlock (&node->n_hs_lock);
+  return sl - slots;
+}
+
+static void
+release_slot (struct repl_node *node, int slot, uint64_t id)
+{
+  struct hs_slot *sl = &node->n_hs_slots[slot];
+
+  pthread_mutex_lock (&node->n_hs_lock);
+  if (sl->hs_used && sl->hs_id == id) {   /* not closed for another */
+    close (sl->hs_fd);
+    sl->hs_used = false;
+  }
+  pthread_mutex_unlock (&node->n_hs_lock);
+}
+
 struct handshake {
   struct repl_node *hs_node;
   int hs_fd;
+  int hs_slot;                  /* in n_hs_slots, and its id there */
+  uint64_t hs_slot_id;
   uint64_t hs_accepted;         /* 1 for the first connection accepted */
   char hs_from[INET6_ADDRSTRLEN + 16];
 };
@@ -284,6 +545,7 @@ handshake_thread (void *arg)
   struct repl_node *node = hs->hs_node;
 
   handle (node, hs->hs_fd, hs->hs_from, hs->hs_accepted);
+  release_slot (node, hs->hs_slot, hs->hs_slot_id);
   free (hs);
   thread_set_finish (&node->n_handshakes);
   return NULL;
@@ -291,7 +553,9 @@ handshake_thread (void *arg)
 
 /* Start the handshake of a new connection in a thread of its own. */
 static void
-start_handshake (struct repl_node *node, int fd, const char *from,
+start_handshake (struct repl_node *node, int fd,
+                 const struct sockaddr_storage *addr, /* port 0 */
+                 const char *from,
                  uint64_t accepted)
 {
   struct handshake *hs = malloc (sizeof *hs);
@@ -305,13 +569,20 @@ start_handshake (struct repl_node *node, int fd, const char *from,
   hs->hs_fd = fd;
   hs->hs_accepted = accepted;
   snprintf (hs->hs_from, sizeof hs->hs_from, "%s", from);
+  hs->hs_slot = take_slot (node, fd, addr, from, &hs->hs_slot_id);
+  if (hs->hs_slot == -1) {
+    free (hs);
+    close (fd);
+    return;
+  }
   if (thread_set_start (&node->n_handshakes, handshake_thread, hs) == 0)
     return;
   if (errno == EAGAIN)
-    refuse_log (from, "%d other connections are still in their handshake; "
-                "refused", MAX_HANDSHAKES);
+    refuse_log (from, "%d handshake threads still finishing; refused",
+                MAX_HANDSHAKE_THREADS);
   else
     log_error ("connection from %s: cannot start its handshake: %m", from);
+  release_slot (node, hs->hs_slot, hs->hs_slot_id);
   free (hs);
   close (fd);
 }
@@ -329,15 +600,18 @@ listener_thread (void *arg)
 {
   struct repl_node *node = arg;
   uint64_t accepted = 0;
+  struct sockaddr_storage allowed[MAX_PEER_ADDRS];
+  size_t nallowed = peer_addresses (node, allowed);
 
   for (;;) {
     struct pollfd pfd[2] = {
       { .fd = node->n_listen_fd, .events = POLLIN },
       { .fd = node->n_stop_fd, .events = POLLIN },
     };
-    struct sockaddr_storage ss;
+    struct sockaddr_storage ss, host;
     socklen_t sslen = sizeof ss;
     char from[INET6_ADDRSTRLEN + 16];
+    size_t i;
     int fd;
 
     if (poll (pfd, 2, -1) == -1) {
@@ -348,6 +622,7 @@ listener_thread (void *arg)
     }
     if (pfd[1].revents)
       break;
+    memset (&ss, 0, sizeof ss);
     fd = accept4 (node->n_listen_fd, (struct sockaddr *) &ss, &sslen,
                   SOCK_CLOEXEC);
     if (fd == -1) {
@@ -356,7 +631,17 @@ listener_thread (void *arg)
       continue;
     }
     describe (&ss, from, sizeof from);
-    start_handshake (node, fd, from, ++accepted);
+    host_only (&ss, &host);
+    for (i = 0; i < nallowed; i++)
+      if (same_host (&allowed[i], &host))
+        break;
+    if (i == nallowed) {
+      refuse_log (from, "not the address of a node of resource %s; "
+                  "refused", node->n_cfg.cf_resource);
+      close (fd);
+      continue;
+    }
+    start_handshake (node, fd, &host, from, ++accepted);
   }
   return NULL;
 }

@@ -232,8 +232,12 @@ meta_open (struct repl_node *node, const char *where)
       log_error ("strdup: %m");
       return -1;
     }
-    node->n_md_fd = open (node->n_md_path, O_RDWR | O_CREAT | O_CLOEXEC,
-                          0600);
+    node->n_md_fd = open (node->n_md_path,
+                          O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (node->n_md_fd >= 0)
+      node->n_md_created = true;
+    else if (errno == EEXIST)
+      node->n_md_fd = open (node->n_md_path, O_RDWR | O_CLOEXEC);
     /* Like the disk (volume_open): one process at a time. */
     if (node->n_md_fd >= 0 && flock (node->n_md_fd, LOCK_EX | LOCK_NB) == -1) {
       if (errno == EWOULDBLOCK)

@@ -157,9 +157,11 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   cond_init (&node->n_work_cond);
   cond_init (&node->n_al_cond);
   ilock_init (&node->n_ilock);
-  thread_set_init (&node->n_handshakes, MAX_HANDSHAKES);
+  thread_set_init (&node->n_handshakes, MAX_HANDSHAKE_THREADS);
+  mutex_init (&node->n_hs_lock);
   thread_set_init (&node->n_tls_relays, MAX_TLS_RELAYS);
   events_init (&node->n_events);
+  handlers_init (&node->n_handlers);
 
   if (config_load (config_path, &node->n_cfg, err, sizeof err) == -1) {
     log_error ("%s", err);
@@ -180,6 +182,20 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     goto err;
   }
   node->n_self = self;
+  /* Whoever reads the secret can join the resource as any node: the
+   * file that holds it must be readable by its owner only (as ssh
+   * treats a private key). */
+  if ((node->n_cfg.cf_secret_mode & 0044) != 0) {
+    errno = EACCES;
+    log_error ("%s: %s holds the secret of resource %s and is readable by "
+               "%s (mode %04o); refusing to start: chmod 600 it",
+               config_path, node->n_cfg.cf_secret_path
+               ? node->n_cfg.cf_secret_path : "this file",
+               node->n_cfg.cf_resource,
+               (node->n_cfg.cf_secret_mode & 0004) ? "all users"
+               : "its group", node->n_cfg.cf_secret_mode);
+    goto err;
+  }
   if (peer_tls_init (node) == -1)
     goto err;
   node->n_role = primary ? REPL_ROLE_PRIMARY : REPL_ROLE_SECONDARY;
@@ -209,6 +225,33 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     node->n_peers[node->n_npeers++] = p;
   }
 
+  node->n_listen_fd = sock_listen_tcp (self->nc_host, self->nc_port);
+  if (node->n_listen_fd == -1) {
+    log_error ("%s: node %s: address %s: cannot listen: %m",
+               config_path, self->nc_name, self->nc_address);
+    goto err;
+  }
+  if (make_parent_dir (self->nc_control) == -1) {
+    log_error ("%s: node %s: control %s: cannot create its directory: %m",
+               config_path, self->nc_name, self->nc_control);
+    goto err;
+  }
+  {
+    char where[512];
+    snprintf (where, sizeof where, "%s: node %s: ", config_path,
+              self->nc_name);
+    node->n_control_fd = control_listen (self->nc_control, where);
+    if (node->n_control_fd == -1)
+      goto err;
+  }
+  node->n_stop_fd = eventfd (0, EFD_CLOEXEC);
+  if (node->n_stop_fd == -1) {
+    log_error ("eventfd: %m");
+    goto err;
+  }
+  /* Last, after every other check that can fail at start: this may
+   * create the metadata file (removed again below if a later step
+   * fails). */
   {
     char where[512];
     snprintf (where, sizeof where, "%s: node %s: ", config_path,
@@ -221,31 +264,14 @@ engine_create (const char *config_path, const char *node_name, bool primary)
       goto err;
   }
 
-  node->n_listen_fd = sock_listen_tcp (self->nc_host, self->nc_port);
-  if (node->n_listen_fd == -1) {
-    log_error ("%s: node %s: address %s: cannot listen: %m",
-               config_path, self->nc_name, self->nc_address);
-    goto err;
-  }
-  if (make_parent_dir (self->nc_control) == -1) {
-    log_error ("%s: node %s: control %s: cannot create its directory: %m",
-               config_path, self->nc_name, self->nc_control);
-    goto err;
-  }
-  node->n_control_fd = sock_listen_unix (self->nc_control);
-  if (node->n_control_fd == -1) {
-    log_error ("%s: node %s: control %s: cannot listen: %m",
-               config_path, self->nc_name, self->nc_control);
-    goto err;
-  }
-  node->n_stop_fd = eventfd (0, EFD_CLOEXEC);
-  if (node->n_stop_fd == -1) {
-    log_error ("eventfd: %m");
-    goto err;
-  }
   return node;
 
  err:
+  /* A start that failed leaves no metadata it created behind: the next
+   * start (or create-md) makes it afresh. */
+  if (node->n_md_created && unlink (node->n_md_path) == 0)
+    log_info ("metadata %s: removed again (the start failed)",
+              node->n_md_path);
   engine_destroy (node);
   return NULL;
 }
@@ -295,10 +321,6 @@ engine_start (struct repl_node *node)
                "%s can join it as a node and read or overwrite its data "
                "(set secret or secret-file in %s)", node->n_cfg.cf_resource,
                node->n_self->nc_address, node->n_cfg.cf_path);
-  else if (node->n_cfg.cf_secret_file_open)
-    log_error ("warning: resource %s: the secret file is readable by "
-               "users other than its owner (chmod 600 it)",
-               node->n_cfg.cf_resource);
   log_info ("resource %s: node %s (id %u) started as %s, disk %s (%" PRIu64
             " bytes), %zu peer(s), protocol %c",
             node->n_cfg.cf_resource, node->n_self->nc_name,
@@ -338,6 +360,7 @@ engine_destroy (struct repl_node *node)
       pthread_join (node->n_ticker, NULL);
     if (node->n_control)
       pthread_join (node->n_control, NULL);
+    handlers_stop (node);       /* after every thread that runs them */
     events_close (node);        /* no new subscribers after the control
                                    thread */
     if (node->n_worker)
@@ -362,9 +385,11 @@ engine_destroy (struct repl_node *node)
   thread_set_destroy (&node->n_handshakes);
   thread_set_destroy (&node->n_tls_relays);
   events_destroy (&node->n_events);
+  handlers_destroy (&node->n_handlers);
   pthread_cond_destroy (&node->n_cond);
   pthread_cond_destroy (&node->n_work_cond);
   pthread_cond_destroy (&node->n_al_cond);
+  pthread_mutex_destroy (&node->n_hs_lock);
   pthread_mutex_destroy (&node->n_al_lock);
   pthread_mutex_destroy (&node->n_md_io_lock);
   pthread_mutex_destroy (&node->n_role_lock);

@@ -452,7 +452,7 @@ sync_on_lost (struct conn *c)
 {
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
-  bool goodbye, was_primary;
+  bool goodbye, was_primary, stopping;
 
   sync_release_source (p, "was interrupted");
   pthread_mutex_lock (&p->pr_lock);
@@ -475,7 +475,12 @@ sync_on_lost (struct conn *c)
   if (node_role (node) != REPL_ROLE_PRIMARY || node->n_diskless ||
       p->pr_cfg->nc_diskless)
     return;
-  handler_run (node, REPL_HANDLER_FENCE_PEER, p);
+  /* Our own stop is no reason to fence the peer. */
+  pthread_mutex_lock (&p->pr_lock);
+  stopping = p->pr_stopping;
+  pthread_mutex_unlock (&p->pr_lock);
+  if (!stopping)
+    handler_run (node, REPL_HANDLER_FENCE_PEER, p);
   /* The next write starts a new generation (gen_before_write). */
   atomic_store (&node->n_gen_pending, true);
 }

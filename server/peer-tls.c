@@ -31,6 +31,7 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "internal.h"
 #include "log.h"
@@ -441,6 +442,10 @@ start (struct repl_node *node, int fd, bool server, const char *expect,
               tls_error_string (why, sizeof why, "out of memory"));
     goto fail;
   }
+  /* The name must be the node's own: a wildcard certificate
+   * (*.r0.lan) would let any node of the domain claim any other. */
+  if (expect && tls_ctx_uses_certs (ctx))
+    SSL_set_hostflags (ssl, X509_CHECK_FLAG_NO_WILDCARDS);
   if (handshake (node, ssl, server, deadline, err, errlen) == -1)
     goto fail;
   if (cert)

@@ -480,6 +480,7 @@ establish (struct peer *p)
     if (fd == -1) {
       /* We dial: the same steps as the listener's, in the same order. */
       fd = sock_connect_tcp (nc->nc_host, nc->nc_port,
+                             p->pr_node->n_self->nc_host,
                              p->pr_node->n_cfg.cf_ping_timeout_ms,
                              p->pr_node->n_cfg.cf_sndbuf_size,
                              p->pr_node->n_cfg.cf_rcvbuf_size);

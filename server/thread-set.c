@@ -20,8 +20,8 @@ void
 thread_set_init (struct thread_set *ts, unsigned max)
 {
   assert (max > 0 && max <= THREAD_SET_MAX);
-  pthread_mutex_init (&ts->ts_lock, NULL);
-  pthread_cond_init (&ts->ts_cond, NULL);
+  mutex_init (&ts->ts_lock);
+  cond_init (&ts->ts_cond);     /* CLOCK_MONOTONIC: thread_set_wait_until */
   ts->ts_running = 0;
   ts->ts_max = max;
   ts->ts_ndone = 0;
@@ -89,6 +89,28 @@ thread_set_finish (struct thread_set *ts)
   ts->ts_running--;
   pthread_cond_broadcast (&ts->ts_cond);
   pthread_mutex_unlock (&ts->ts_lock);
+}
+
+/* Wait until every thread of the set has finished or the deadline
+ * (CLOCK_MONOTONIC, as deadline_after_ns) has passed; join those that
+ * finished.  Returns how many still run. */
+unsigned
+thread_set_wait_until (struct thread_set *ts, const struct timespec *deadline)
+{
+  unsigned running;
+
+  pthread_mutex_lock (&ts->ts_lock);
+  for (;;) {
+    join_done_locked (ts);
+    if (ts->ts_running == 0 ||
+        pthread_cond_timedwait (&ts->ts_cond, &ts->ts_lock,
+                                deadline) == ETIMEDOUT)
+      break;
+  }
+  join_done_locked (ts);
+  running = ts->ts_running;
+  pthread_mutex_unlock (&ts->ts_lock);
+  return running;
 }
 
 /* Wait until every thread of the set has finished, and join them all.

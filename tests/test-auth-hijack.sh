@@ -12,6 +12,7 @@
 # (version, features, ids, resource) and the challenge/response bytes:
 # never a size, role, disk state or generation UUID.
 source "$(dirname "$0")/functions.sh"
+umask 077                       # its configurations hold a secret
 requires jq --version
 requires /usr/bin/python3 -c "import nbd"
 

@@ -8,6 +8,7 @@
 # three nodes, a stranger cannot use one node to answer another's
 # challenge (an oracle).
 source "$(dirname "$0")/functions.sh"
+umask 077                       # its configurations hold a secret
 requires jq --version
 
 SECRET="correct horse battery staple"

@@ -3,6 +3,7 @@
 # error naming the key and the value.  Two nodes whose disks differ in
 # size are each valid on their own, but must never connect.
 source "$(dirname "$0")/functions.sh"
+umask 077                       # its configurations hold a secret
 requires jq --version
 
 port0=$(free_port)
@@ -116,6 +117,29 @@ bad secret-and-file "$c" node0 "give secret or secret-file, not both"
 
 write_config "$c" 's/^protocol: C/&\nsecret-file: no-such-secret/'
 bad secret-file-missing "$c" node0 "secret-file: " "no-such-secret: No such file or directory"
+
+# A secret in a file others can read: refused (the same secret in a
+# file readable by its owner only starts: test-auth).
+write_config "$c" 's/^protocol: C/&\nsecret: long enough secret/'
+chmod 644 "$c"
+bad secret-world-readable "$c" node0 "bad.yaml: this file holds the secret of resource r0 and is readable by all users (mode 0644); refusing to start: chmod 600 it"
+chmod 640 "$c"
+bad secret-group-readable "$c" node0 "bad.yaml: this file holds the secret of resource r0 and is readable by its group (mode 0640)"
+write_config "$c" 's/^protocol: C/&\nsecret-file: open.secret/'
+chmod 644 "$c"                  # no secret in it: fine
+echo "long enough secret" > "$tmpdir/open.secret"
+chmod 604 "$tmpdir/open.secret"
+bad secret-file-world-readable "$c" node0 "$tmpdir/open.secret holds the secret of resource r0 and is readable by all users (mode 0604)"
+chmod 600 "$c"
+
+# 1 MiB of nested brackets (libyaml takes minutes over it): refused at
+# once.
+{ echo "resource: r0"; printf 'nodes: '
+  head -c 500000 /dev/zero | tr '\0' '['; head -c 500000 /dev/zero | tr '\0' ']'; echo; } > "$c"
+start=$(date +%s%N)
+bad nested-too-deep "$c" node0 "bad.yaml:2: mappings and sequences nested more than 64 deep; not a configuration file"
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+[ "$ms" -lt 1000 ] || fail "the nested configuration took $ms ms to refuse"
 
 write_config "$c" 's/^protocol: C/&\ndata-integrity: md5/'
 bad data-integrity-unknown "$c" node0 "data-integrity: 'md5' is not crc32c or none"

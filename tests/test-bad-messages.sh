@@ -5,6 +5,7 @@
 # write nothing to the disk, and leave the secondary running; a correct
 # WRITE afterwards is applied and acknowledged.
 source "$(dirname "$0")/functions.sh"
+umask 077                       # its configurations hold a secret
 requires jq --version
 
 make_config 2 C 1M

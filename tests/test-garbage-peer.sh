@@ -96,7 +96,7 @@ for (( i=0; i<50; i++ )); do [ -e "$tmpdir/silent.ready" ] && break; sleep 0.1; 
 [ -e "$tmpdir/silent.ready" ] || fail "the silent connections did not connect within 5 s"
 send "$(hello 4 r0 6 1)"
 expect_log "node id 6 is not a peer" 3
-expect_log "no hello within 5 s" 10
+expect_log "no hello within 3 s" 10
 
 # Through all of that the pair stayed connected and replicating, on
 # the connection it had from the start.

@@ -14,6 +14,7 @@
 # is untouched.  A RESYNC_DONE taken at its word would make the node
 # UpToDate in the fake peer's generation with none of its data.
 source "$(dirname "$0")/functions.sh"
+umask 077                       # its configurations hold a secret
 requires jq --version
 
 make_config 2 C 1M

@@ -4,6 +4,7 @@
 # reads come back, and a storage node lost and back is resynced over
 # TLS from the other one.
 source "$(dirname "$0")/functions.sh"
+umask 077                       # its configurations hold a secret
 requires jq --version
 
 make_diskless_config 32M

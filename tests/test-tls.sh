@@ -12,6 +12,7 @@
 #    refused; a certificate that does not name the node itself, or a key
 #    that does not match it, stops the node at start with a clear error.
 source "$(dirname "$0")/functions.sh"
+umask 077                       # its configurations hold a secret
 requires jq --version
 requires openssl version
 
