@@ -71,6 +71,22 @@ def resume():
     resumed.set()
     os.kill(pid, signal.SIGCONT)
 os.kill(pid, signal.SIGSTOP)
+# The stop takes effect asynchronously: wait (bounded) until every
+# thread of the secondary is stopped before writing.
+import glob, time
+deadline = time.monotonic() + 5
+while time.monotonic() < deadline:
+    states = []
+    for st in glob.glob('/proc/%d/task/*/stat' % pid):
+        try:
+            states.append(open(st).read().rsplit(')', 1)[1].split()[0])
+        except OSError:
+            pass
+    if states and all(x == 'T' for x in states):
+        break
+    time.sleep(0.001)
+else:
+    raise AssertionError('the secondary did not stop within 5 s')
 timer = threading.Timer(1.5, resume)
 timer.start()
 try:
