@@ -53,6 +53,8 @@ usage (FILE *fp, int status)
            "       replctl (-s SOCKET | -c CONFIG -n NODE) verify | resync | invalidate\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) primary [--force] | secondary\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) connect --discard-my-data\n"
+           "       replctl (-s SOCKET | -c CONFIG -n NODE) disconnect | connect | pause-sync | resume-sync | invalidate-remote PEER\n"
+           "       replctl (-s SOCKET | -c CONFIG -n NODE) verify --stop\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) events [--now] [--statistics] [--json]\n"
            "\n"
            "commands:\n"
@@ -70,6 +72,12 @@ usage (FILE *fp, int status)
            "      --force       even if not UpToDate: its data becomes authoritative\n"
            "  secondary         demote (no client connected)\n"
            "  connect --discard-my-data  end a split brain: this node's changes go\n"
+           "  disconnect PEER   drop the connection to PEER and make none (StandAlone)\n"
+           "  connect PEER      connect to PEER again after disconnect\n"
+           "  pause-sync PEER   pause the resync between this node and PEER\n"
+           "  resume-sync PEER  let it go on\n"
+           "  invalidate-remote PEER  (UpToDate source) resync all of PEER from here\n"
+           "  verify --stop     stop a running verify\n"
            "  events            print every state change as it happens, until the\n"
            "                    node stops\n"
            "      --now         the current state first (\"exists\" lines)\n"
@@ -617,7 +625,8 @@ main (int argc, char *argv[])
   struct repl_config cfg;
   const struct repl_node_cfg *n;
   bool json = false, force = false, in_sync = false, watch = false;
-  bool discard = false;
+  bool discard = false, stop = false;
+  const char *peer_name = NULL;
   char events_args[64] = "";
   double interval = WATCH_DEFAULT_S;
   int c, i, status;
@@ -671,6 +680,16 @@ main (int argc, char *argv[])
     else if (strcmp (command, "connect") == 0 &&
              strcmp (argv[i], "--discard-my-data") == 0)
       discard = true;
+    else if (strcmp (command, "verify") == 0 &&
+             strcmp (argv[i], "--stop") == 0)
+      stop = true;
+    else if ((strcmp (command, "connect") == 0 ||
+              strcmp (command, "disconnect") == 0 ||
+              strcmp (command, "pause-sync") == 0 ||
+              strcmp (command, "resume-sync") == 0 ||
+              strcmp (command, "invalidate-remote") == 0) &&
+             argv[i][0] != '-' && peer_name == NULL)
+      peer_name = argv[i];
     else if (strcmp (command, "create-md") == 0 &&
              strcmp (argv[i], "--in-sync") == 0)
       in_sync = true;
@@ -690,6 +709,10 @@ main (int argc, char *argv[])
              strcmp (command, "primary") == 0 ||
              strcmp (command, "secondary") == 0 ||
              strcmp (command, "connect") == 0 ||
+             strcmp (command, "disconnect") == 0 ||
+             strcmp (command, "pause-sync") == 0 ||
+             strcmp (command, "resume-sync") == 0 ||
+             strcmp (command, "invalidate-remote") == 0 ||
              strcmp (command, "events") == 0) {
       fprintf (stderr, "replctl: %s: unknown option '%s'\n", command,
                argv[i]);
@@ -727,13 +750,33 @@ main (int argc, char *argv[])
   }
   /* DRBD's way of ending a split brain by hand, on the node whose
    * changes are to go: the same as invalidate. */
-  if (strcmp (command, "connect") == 0) {
-    if (!discard) {
-      fprintf (stderr, "replctl: connect: only connect --discard-my-data "
-               "exists (nodes connect by themselves)\n");
+  if (strcmp (command, "connect") == 0 && discard) {
+    if (peer_name != NULL) {
+      fprintf (stderr, "replctl: connect --discard-my-data takes no peer "
+               "(it discards this node's data for all of them)\n");
       usage (stderr, EXIT_FAILURE);
     }
     command = "invalidate";
+  }
+  /* The commands on one peer. */
+  if (strcmp (command, "connect") == 0 ||
+      strcmp (command, "disconnect") == 0 ||
+      strcmp (command, "pause-sync") == 0 ||
+      strcmp (command, "resume-sync") == 0 ||
+      strcmp (command, "invalidate-remote") == 0) {
+    char line[160];
+
+    if (peer_name == NULL) {
+      fprintf (stderr, "replctl: %s: give the peer's name\n", command);
+      usage (stderr, EXIT_FAILURE);
+    }
+    snprintf (line, sizeof line, "%s %.100s\n", command, peer_name);
+    if (socket_path != NULL)
+      return cmd_request (socket_path, line);
+    n = load_node (config_path, node_name, &cfg);
+    status = cmd_request (n->nc_control, line);
+    config_free (&cfg);
+    return status;
   }
   if (strcmp (command, "verify") == 0 || strcmp (command, "resync") == 0 ||
       strcmp (command, "invalidate") == 0 ||
@@ -741,8 +784,8 @@ main (int argc, char *argv[])
       strcmp (command, "events") == 0) {
     char line[128];
 
-    snprintf (line, sizeof line, "%s%s%s\n", command,
-              force ? " --force" : "", events_args);
+    snprintf (line, sizeof line, "%s%s%s%s\n", command,
+              force ? " --force" : "", stop ? " --stop" : "", events_args);
     if (socket_path != NULL)
       return cmd_request (socket_path, line);
     n = load_node (config_path, node_name, &cfg);

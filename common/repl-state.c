@@ -11,7 +11,8 @@
 #define BIT(s) (1u << (s))
 #define CONNECTED_STATES \
   (BIT (REPL_ESTABLISHED) | BIT (REPL_WF_BITMAP_S) | BIT (REPL_WF_BITMAP_T) | \
-   BIT (REPL_SYNC_SOURCE) | BIT (REPL_SYNC_TARGET) | BIT (REPL_VERIFY_S))
+   BIT (REPL_SYNC_SOURCE) | BIT (REPL_SYNC_TARGET) | BIT (REPL_VERIFY_S) | \
+   BIT (REPL_PAUSED_SYNC_S) | BIT (REPL_PAUSED_SYNC_T))
 
 static const char *const names[REPL_STATE_MAX + 1] = {
   [REPL_OFF] = "Off",
@@ -21,6 +22,8 @@ static const char *const names[REPL_STATE_MAX + 1] = {
   [REPL_SYNC_SOURCE] = "SyncSource",
   [REPL_SYNC_TARGET] = "SyncTarget",
   [REPL_VERIFY_S] = "VerifyS",
+  [REPL_PAUSED_SYNC_S] = "PausedSyncS",
+  [REPL_PAUSED_SYNC_T] = "PausedSyncT",
 };
 
 /* For each state, the states it may change to. */
@@ -34,9 +37,15 @@ static const unsigned next[REPL_STATE_MAX + 1] = {
                        BIT (REPL_ESTABLISHED),
   [REPL_WF_BITMAP_T] = BIT (REPL_OFF) | BIT (REPL_SYNC_TARGET) |
                        BIT (REPL_ESTABLISHED),
-  [REPL_SYNC_SOURCE] = BIT (REPL_OFF) | BIT (REPL_ESTABLISHED),
-  [REPL_SYNC_TARGET] = BIT (REPL_OFF) | BIT (REPL_ESTABLISHED),
+  [REPL_SYNC_SOURCE] = BIT (REPL_OFF) | BIT (REPL_ESTABLISHED) |
+                       BIT (REPL_PAUSED_SYNC_S),
+  [REPL_SYNC_TARGET] = BIT (REPL_OFF) | BIT (REPL_ESTABLISHED) |
+                       BIT (REPL_PAUSED_SYNC_T),
   [REPL_VERIFY_S] = BIT (REPL_OFF) | BIT (REPL_ESTABLISHED),
+  [REPL_PAUSED_SYNC_S] = BIT (REPL_OFF) | BIT (REPL_SYNC_SOURCE) |
+                         BIT (REPL_ESTABLISHED),
+  [REPL_PAUSED_SYNC_T] = BIT (REPL_OFF) | BIT (REPL_SYNC_TARGET) |
+                         BIT (REPL_ESTABLISHED),
 };
 
 const char *
@@ -79,12 +88,13 @@ repl_state_accepts_names (unsigned type)
   switch (accepted (type)) {
   case 0: return "none (not after the handshake)";
   case CONNECTED_STATES: return "any connected state";
-  case BIT (REPL_SYNC_TARGET): return "SyncTarget";
+  case BIT (REPL_SYNC_TARGET) | BIT (REPL_PAUSED_SYNC_T):
+    return "SyncTarget or PausedSyncT";
   case BIT (REPL_WF_BITMAP_S): return "WFBitMapS";
   case BIT (REPL_ESTABLISHED) | BIT (REPL_WF_BITMAP_T):
     return "Established or WFBitMapT";
-  case BIT (REPL_VERIFY_S) | BIT (REPL_SYNC_SOURCE):
-    return "VerifyS or SyncSource";
+  case BIT (REPL_VERIFY_S) | BIT (REPL_SYNC_SOURCE) | BIT (REPL_PAUSED_SYNC_S):
+    return "VerifyS, SyncSource or PausedSyncS";
   case BIT (REPL_ESTABLISHED) | BIT (REPL_SYNC_TARGET):
     return "Established or SyncTarget";
   default: return "?";

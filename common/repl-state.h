@@ -14,6 +14,9 @@
  *   SyncTarget   the peer resyncs us (RESYNC_START received, RESYNC_DONE
  *                not yet)
  *   VerifyS      we run an online verify against the peer
+ *   PausedSyncS  SyncSource, paused (replctl pause-sync, on either
+ *                node): nothing more is sent until resumed
+ *   PausedSyncT  SyncTarget, paused likewise
  *
  * The allowed transitions (repl_state_may):
  *
@@ -21,9 +24,12 @@
  *   Established -> WFBitMapS, WFBitMapT, SyncSource, SyncTarget, VerifyS
  *   WFBitMapS   -> SyncSource, Established
  *   WFBitMapT   -> SyncTarget, Established
- *   SyncSource  -> Established
- *   SyncTarget  -> Established
+ *   SyncSource  -> Established, PausedSyncS
+ *   SyncTarget  -> Established, PausedSyncT
  *   VerifyS     -> Established
+ *   PausedSyncS -> SyncSource, Established
+ *   PausedSyncT -> SyncTarget, Established (RESYNC_DONE: the source
+ *                  had sent everything before it heard of the pause)
  *   any         -> Off (the connection is lost)
  *
  * and which messages may arrive in which state (repl_state_accepts,
@@ -46,8 +52,10 @@ enum repl_state {
   REPL_SYNC_SOURCE,
   REPL_SYNC_TARGET,
   REPL_VERIFY_S,
+  REPL_PAUSED_SYNC_S,
+  REPL_PAUSED_SYNC_T,
 };
-#define REPL_STATE_MAX REPL_VERIFY_S
+#define REPL_STATE_MAX REPL_PAUSED_SYNC_T
 
 /* DRBD's name ("SyncSource"), or "?" for a value out of range. */
 extern const char *repl_state_name (enum repl_state s);

@@ -86,7 +86,8 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_PONG] = { "PONG", 0, WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
   [REPL_MSG_GOODBYE] = { "GOODBYE", 0, WIRE_PAYLOAD_NONE, false,
                          CTL (BOTH) },
-  [REPL_MSG_STATE] = { "STATE", 0, WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
+  [REPL_MSG_STATE] = { "STATE", REPL_FLAG_SYNC_PAUSED, WIRE_PAYLOAD_NONE,
+                       false, CTL (BOTH) },
   [REPL_MSG_UUIDS] = { "UUIDS", 0, WIRE_PAYLOAD_UUIDS, false, CTL (BOTH) },
 
   [REPL_MSG_WRITE] = { "WRITE", REPL_FLAG_FUA | REPL_FLAG_DIGEST,
@@ -113,10 +114,12 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
                              REPL_FLAG_ZEROES | REPL_FLAG_DIGEST,
                              WIRE_PAYLOAD_COUNT, true, SEQ (FORWARD),
                              .wt_receipt_ack = true,
-                             .wt_states = ST (SYNC_TARGET) },
+                             .wt_states = ST (SYNC_TARGET) |
+                                          ST (PAUSED_SYNC_T) },
   [REPL_MSG_RESYNC_DONE] = { "RESYNC_DONE", 0, WIRE_PAYLOAD_NONE, false,
                              SEQ (FORWARD), .wt_receipt_ack = true,
-                             .wt_states = ST (SYNC_TARGET) },
+                             .wt_states = ST (SYNC_TARGET) |
+                                          ST (PAUSED_SYNC_T) },
   /* The source, before it starts: the target's bitmap. */
   [REPL_MSG_BITMAP] = { "BITMAP", 0, WIRE_PAYLOAD_WORDS, false, CTL (BACK),
                         .wt_states = ST (WF_BITMAP_S) },
@@ -130,7 +133,8 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_VERIFY_REPLY] = { "VERIFY_REPLY", 0, WIRE_PAYLOAD_WORDS, true,
                               CTL (BACK),
                               .wt_states = ST (VERIFY_S) |
-                                           ST (SYNC_SOURCE) },
+                                           ST (SYNC_SOURCE) |
+                                           ST (PAUSED_SYNC_S) },
 
   /* A diskless primary and its storage nodes: */
   [REPL_MSG_AWAY] = { "AWAY", 0, WIRE_PAYLOAD_WORD, false, CTL (FORWARD) },
@@ -144,7 +148,8 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
 
 #define CONNECTED_STATES \
   (ST (ESTABLISHED) | ST (WF_BITMAP_S) | ST (WF_BITMAP_T) | \
-   ST (SYNC_SOURCE) | ST (SYNC_TARGET) | ST (VERIFY_S))
+   ST (SYNC_SOURCE) | ST (SYNC_TARGET) | ST (VERIFY_S) | \
+   ST (PAUSED_SYNC_S) | ST (PAUSED_SYNC_T))
 
 static const struct wire_type *
 wire_type_lookup (unsigned type)

@@ -127,6 +127,9 @@ enum repl_msg_type {
                                        the count bytes of data, then their
                                        crc32c, 4 bytes big-endian
                                        (data-integrity: crc32c) */
+#define REPL_FLAG_SYNC_PAUSED 0x0040 /* STATE: the sender's administrator
+                                       paused the resync between us
+                                       (replctl pause-sync) */
 #define REPL_DIGEST_SIZE    4
 
 struct repl_hdr {

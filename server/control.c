@@ -70,6 +70,7 @@ struct peer_snapshot {
   enum conn_state state;
   bool disk_known;
   bool has_conn;                /* a connection: its fields are known */
+  bool pause_here, pause_peer;  /* pause-sync, here and on the peer */
   enum repl_role role;
   enum repl_disk_state disk;
   bool resyncing;
@@ -117,6 +118,8 @@ snapshot_peer (struct peer *p, bool we_are_primary, struct peer_snapshot *s)
   s->disk_known = p->pr_disk_known;
   c = p->pr_conn;
   s->has_conn = c != NULL;
+  s->pause_here = p->pr_pause_user;
+  s->pause_peer = p->pr_pause_peer;
   s->role = c != NULL ? c->c_role : REPL_ROLE_SECONDARY;
   s->disk = p->pr_disk;
   s->repl = p->pr_repl;
@@ -665,14 +668,18 @@ control_status (struct repl_node *node, bool json)
                   "\"messages_sent\":%" PRIu64 ",\"bytes_sent\":%" PRIu64 ","
                   "\"sends\":%" PRIu64 ","
                   "\"connected_ms\":%" PRIu64 ","
-                  "\"replication_ms\":%" PRIu64 ",\"last_error\":",
+                  "\"replication_ms\":%" PRIu64 ","
+                  "\"sync_paused_here\":%s,\"sync_paused_by_peer\":%s,"
+                  "\"last_error\":",
                   conn_state_name (s->state),
                   s->state == CONN_CONNECTED ? role_name (s->role) : "Unknown",
                   peer_disk_name (s),
                   replication_name (s), s->out_of_sync,
                   s->resync_total, s->resync_done, resync_percent (s),
                   s->in_flight, s->msgs_sent, s->bytes_sent, s->sends,
-                  s->connected_for_ms, s->repl_for_ms);
+                  s->connected_for_ms, s->repl_for_ms,
+                  s->pause_here ? "true" : "false",
+                  s->pause_peer ? "true" : "false");
       buf_json_string (&b, s->last_error);
       json_peer_gen (&b, &ns, s);
       buf_printf (&b, "}");
@@ -714,6 +721,9 @@ control_status (struct repl_node *node, bool json)
                     replication_name (s));
       else
         buf_printf (&b, " disk:%s", peer_disk_name (s));
+      if (s->pause_here || s->pause_peer)
+        buf_printf (&b, " sync-paused-by:%s", s->pause_here && s->pause_peer
+                    ? "both" : s->pause_here ? "this-node" : "peer");
       buf_printf (&b, "\n    out-of-sync:%s in-flight:%" PRIu64, oos,
                   s->in_flight);
       if (s->state == CONN_CONNECTED && s->resyncing) {
@@ -826,6 +836,41 @@ serve (struct repl_node *node, int fd, const struct ucred *cred)
     else
       snprintf (msg, sizeof msg, "invalidated: a full sync from the "
                 "primary follows\n");
+    sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
+    return false;
+  }
+  else if (strncmp (cmd, "disconnect ", 11) == 0 ||
+           strncmp (cmd, "connect ", 8) == 0 ||
+           strncmp (cmd, "pause-sync ", 11) == 0 ||
+           strncmp (cmd, "resume-sync ", 12) == 0 ||
+           strncmp (cmd, "invalidate-remote ", 18) == 0) {
+    /* The commands on one peer: "COMMAND PEER". */
+    char err[256], msg[400], verb[24];
+    const char *name = strchr (cmd, ' ') + 1;
+    int r;
+
+    snprintf (verb, sizeof verb, "%.*s", (int) (name - 1 - cmd), cmd);
+    if (strcmp (verb, "disconnect") == 0 || strcmp (verb, "connect") == 0)
+      r = engine_disconnect (node, name, verb[0] == 'd', err, sizeof err);
+    else if (strcmp (verb, "invalidate-remote") == 0)
+      r = engine_invalidate_remote (node, name, err, sizeof err);
+    else
+      r = engine_pause_sync (node, name, verb[0] == 'p', err, sizeof err);
+    if (r == -1)
+      snprintf (msg, sizeof msg, "error: %s: %.256s\n", verb, err);
+    else
+      snprintf (msg, sizeof msg, "%s %.64s: done\n", verb, name);
+    sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
+    return false;
+  }
+  else if (strcmp (cmd, "verify --stop") == 0) {
+    char err[256], msg[320];
+    int n = engine_verify_stop (node, err, sizeof err);
+
+    if (n == -1)
+      snprintf (msg, sizeof msg, "error: verify --stop: %.256s\n", err);
+    else
+      snprintf (msg, sizeof msg, "verify stopping towards %d peer(s)\n", n);
     sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
     return false;
   }

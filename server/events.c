@@ -194,6 +194,8 @@ struct subscriber {
   struct repl_node *su_node;
   int su_fd;
   bool su_now, su_stats, su_json;
+  uint64_t su_next;             /* the first event it gets: the next one
+                                   when it subscribed */
 };
 
 static void
@@ -357,16 +359,14 @@ subscriber_thread (void *arg)
   struct events *ev = &su->su_node->n_events;
   size_t cap = 4096, len = 0;
   char *buf = malloc (cap);
-  uint64_t next;
+  uint64_t next = su->su_next;
 
   if (buf == NULL)
     goto out;
-  /* Events from here on; the state first if asked, so that nothing
-   * between the two is missed (an event may repeat what the state
-   * already shows, never the other way round). */
-  pthread_mutex_lock (&ev->ev_lock);
-  next = ev->ev_next;
-  pthread_mutex_unlock (&ev->ev_lock);
+  /* The state first if asked, then the events from the moment it
+   * subscribed on, so that nothing between the two is missed (an event
+   * may repeat what the state already shows, never the other way
+   * round). */
   if (su->su_now)
     format_now (su, &buf, &len, &cap);
   else
@@ -463,6 +463,11 @@ events_subscribe (struct repl_node *node, int fd, const char *args,
       return -1;
     }
   }
+  /* Every event posted after the command was answered reaches it, even
+   * one posted before its thread runs. */
+  pthread_mutex_lock (&node->n_events.ev_lock);
+  su->su_next = node->n_events.ev_next;
+  pthread_mutex_unlock (&node->n_events.ev_lock);
   if (thread_set_start (&node->n_events.ev_subscribers, subscriber_thread,
                         su) == -1) {
     if (errno == EAGAIN)

@@ -123,8 +123,10 @@ extern void ilock_release (struct interval_lock *il, struct ilock_range *r);
 
 /* A peer's connection state (state.c: peer_set_conn_locked):
  * Connecting -> Handshake -> Connected -> Disconnecting -> Connecting,
- * and Handshake -> Connecting when a handshake fails. */
+ * Handshake -> Connecting when a handshake fails, and Connecting <->
+ * StandAlone (replctl disconnect, connect). */
 enum conn_state {
+  CONN_STANDALONE,              /* not connecting: replctl disconnect */
   CONN_CONNECTING,              /* no connection; dialling or waiting */
   CONN_HANDSHAKE,               /* a connection in its handshake (HELLO,
                                    authentication, HELLO_STATE) */
@@ -336,6 +338,8 @@ struct peer {
   uint64_t pr_accepted;         /* the listener's number of the newest
                                    connection handed over */
   bool pr_stopping;
+  bool pr_admin_down;           /* replctl disconnect: StandAlone until
+                                   replctl connect */
   char pr_last_error[512];
 
   /* Replication with the peer (state.c, peer-sync.c). */
@@ -354,6 +358,9 @@ struct peer {
                                    peer resyncs us first: decide again
                                    once that ends (peer-sync.c) */
   uint64_t pr_bitmap_rx_bytes;  /* WFBitMapS: bytes of its bitmap so far */
+  bool pr_pause_user;           /* replctl pause-sync here: the resync
+                                   with the peer waits (PausedSyncS/T) */
+  bool pr_pause_peer;           /* ... there (its STATE said so) */
 
   /* Resync towards the peer (we are sync source) or from it (target). */
   bool pr_resync_wanted;        /* kick the resync thread */
@@ -369,6 +376,7 @@ struct peer {
   /* Online verify (verify.c). */
   bool pr_verify_wanted;        /* kick the resync thread to verify */
   bool pr_verify_finished;      /* the last verify ran to the end */
+  bool pr_verify_stop;          /* replctl verify --stop */
   uint64_t pr_verify_total, pr_verify_done;
   uint64_t pr_verify_oos;       /* bytes found out of sync */
   uint8_t *pr_verify_digests;   /* our digests per request slot */
@@ -519,6 +527,16 @@ extern int verify_csum_begin (struct peer *p);
 extern void verify_csum_end (struct peer *p);
 extern int engine_verify (struct repl_node *node, char *err, size_t errlen);
 extern int engine_resync (struct repl_node *node, char *err, size_t errlen);
+/* admin.c */
+extern int engine_disconnect (struct repl_node *node, const char *name,
+                              bool down, char *err, size_t errlen);
+extern int engine_pause_sync (struct repl_node *node, const char *name,
+                              bool pause, char *err, size_t errlen);
+extern int engine_verify_stop (struct repl_node *node, char *err,
+                               size_t errlen);
+extern int engine_invalidate_remote (struct repl_node *node,
+                                     const char *name, char *err,
+                                     size_t errlen);
 extern int engine_invalidate (struct repl_node *node, char *err,
                               size_t errlen);
 
@@ -528,12 +546,22 @@ extern void peer_set_conn_locked (struct peer *p, enum conn_state to);
 extern void peer_set_disk_locked (struct peer *p, bool known,
                                   enum repl_disk_state disk);
 extern bool peer_resyncing_locked (const struct peer *p);
+extern void peer_update_pause_locked (struct peer *p);
 extern void node_set_disk (struct repl_node *node, enum repl_disk_state disk);
 extern void node_set_role_locked (struct repl_node *node,
                                   enum repl_role role);
 
 /* resync.c */
 extern void *resync_thread (void *arg);
+/* Rate pacing of one resync or verify pass (resync-rate, or the
+ * c-min-rate/c-max-rate controller); start zeroed. */
+struct pace {
+  uint64_t pc_next_ns;          /* the next chunk may not leave before */
+  uint64_t pc_io_seen;          /* application requests counted so far */
+  uint64_t pc_io_check_ns;      /* when that count was taken */
+  bool pc_app_io;               /* application I/O in the last window */
+};
+extern bool pace_wait (struct conn *c, struct pace *pc, uint64_t len);
 
 /* diskless.c */
 extern int diskless_check_hello (struct repl_node *node, struct conn *c,

@@ -187,9 +187,17 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
   struct repl_node *node = p->pr_node;
   const char *name = p->pr_cfg->nc_name;
   bool we_primary = node_role (node) == REPL_ROLE_PRIMARY;
-  bool resync = false;
+  bool resync = false, paused;
   char err[512];
   int d, rule;
+
+  /* The peer learns that our administrator paused the resync with it
+   * (replctl pause-sync) before any resync starts. */
+  pthread_mutex_lock (&p->pr_lock);
+  paused = p->pr_pause_user;
+  pthread_mutex_unlock (&p->pr_lock);
+  if (paused)
+    role_tell_state (p);
 
   /* A diskless node has no generations and nothing to resync. */
   if (node->n_diskless || c->c_peer_diskless) {

@@ -29,6 +29,7 @@ const char *
 conn_state_name (enum conn_state state)
 {
   switch (state) {
+  case CONN_STANDALONE: return "StandAlone";
   case CONN_CONNECTING: return "Connecting";
   case CONN_HANDSHAKE: return "Handshake";
   case CONN_CONNECTED: return "Connected";
@@ -141,6 +142,13 @@ peer_hand_over (struct peer *p, int fd, const char *from,
                 const struct repl_hello *hello, uint64_t accepted)
 {
   pthread_mutex_lock (&p->pr_lock);
+  if (p->pr_admin_down) {
+    pthread_mutex_unlock (&p->pr_lock);
+    peer_refuse (p, from, true, "this node is StandAlone towards it "
+                 "(replctl disconnect; replctl connect ends it)");
+    close (fd);
+    return;
+  }
   /* Handshakes run in parallel (listener.c): one that stalled may end
    * after a later connection from the same peer was handed over.  The
    * peer dialled again because it gave the stalled one up; it must not
@@ -461,9 +469,21 @@ establish (struct peer *p)
     char err[512];
 
     pthread_mutex_lock (&p->pr_lock);
-    if (!p->pr_dials) {
-      while (!p->pr_stopping && p->pr_incoming_fd == -1)
+    /* replctl disconnect: no connection until replctl connect. */
+    if (p->pr_admin_down && !p->pr_stopping) {
+      peer_set_conn_locked (p, CONN_STANDALONE);
+      while (p->pr_admin_down && !p->pr_stopping)
         pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+      peer_set_conn_locked (p, CONN_CONNECTING);
+      backoff = BACKOFF_MIN_MS;
+    }
+    if (!p->pr_dials) {
+      while (!p->pr_stopping && !p->pr_admin_down && p->pr_incoming_fd == -1)
+        pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+    }
+    if (p->pr_admin_down && !p->pr_stopping) {
+      pthread_mutex_unlock (&p->pr_lock);
+      continue;
     }
     if (p->pr_stopping) {
       pthread_mutex_unlock (&p->pr_lock);
@@ -545,6 +565,7 @@ connected_locked (struct peer *p, struct conn *c)
   p->pr_last_error[0] = '\0';
   p->pr_resync_total = p->pr_resync_done = 0;
   p->pr_resync_deferred = false;
+  p->pr_pause_peer = false;     /* its STATE says again */
   pthread_cond_broadcast (&p->pr_cond);
 }
 
@@ -590,14 +611,14 @@ peer_thread (void *arg)
     setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 
     pthread_mutex_lock (&p->pr_lock);
-    if (p->pr_stopping || p->pr_incoming_fd >= 0) {
-      /* Stopped during the handshake, or the peer dialled again while
-       * we shook hands on its previous connection (peer_hand_over could
-       * not fail that one: it was not published yet): the new
-       * connection wins here too. */
+    if (p->pr_stopping || p->pr_admin_down || p->pr_incoming_fd >= 0) {
+      /* Stopped or disconnected (replctl) during the handshake, or the
+       * peer dialled again while we shook hands on its previous
+       * connection (peer_hand_over could not fail that one: it was not
+       * published yet): the new connection wins here too. */
       bool stopping = p->pr_stopping;
 
-      if (!stopping)
+      if (!stopping && !p->pr_admin_down)
         log_error ("peer %s: peer connected again; replacing the old "
                    "connection (still in its handshake)", name);
       peer_set_conn_locked (p, CONN_CONNECTING);

@@ -81,14 +81,6 @@ all_zero (const void *buf, size_t len)
   return true;
 }
 
-/* Rate pacing of one resync. */
-struct pace {
-  uint64_t pc_next_ns;          /* the next chunk may not leave before */
-  uint64_t pc_io_seen;          /* application requests counted so far */
-  uint64_t pc_io_check_ns;      /* when that count was taken */
-  bool pc_app_io;               /* application I/O in the last window */
-};
-
 /* Bytes per second the resync may use now, 0 for unthrottled. */
 static uint64_t
 current_rate (struct repl_node *node, struct pace *pc, uint64_t now)
@@ -110,7 +102,7 @@ current_rate (struct repl_node *node, struct pace *pc, uint64_t now)
 
 /* Wait until `len` more bytes fit the rate.  Returns false if the
  * connection failed or the peer is stopping meanwhile. */
-static bool
+bool
 pace_wait (struct conn *c, struct pace *pc, uint64_t len)
 {
   struct peer *p = c->c_peer;
@@ -181,6 +173,10 @@ next_range (struct resync_pass *rp, uint64_t *offset_out, uint64_t *len_out,
   if (rp->rp_failed)
     return false;
   pthread_mutex_lock (&p->pr_lock);
+  /* Paused (replctl pause-sync, here or there): wait to be resumed. */
+  while (p->pr_repl == REPL_PAUSED_SYNC_S && !rp->rp_conn->c_failed &&
+         !p->pr_stopping)
+    pthread_cond_wait (&p->pr_cond, &p->pr_lock);
   if (rp->rp_conn->c_failed || p->pr_stopping) {
     pthread_mutex_unlock (&p->pr_lock);
     rp->rp_failed = true;
@@ -345,6 +341,7 @@ resync (struct conn *c, struct resync_slot *slots)
     pthread_mutex_unlock (&p->pr_lock);
     return;
   }
+  peer_update_pause_locked (p);
   p->pr_resync_start_ns = now_ns ();
   p->pr_resync_total = total;
   p->pr_resync_done = 0;

@@ -351,14 +351,18 @@ role_tell_state (struct peer *p)
   enum repl_disk_state disk;
   struct out_msg om;
   struct conn *c;
+  uint16_t flags;
 
   pthread_mutex_lock (&node->n_lock);
   role = node->n_role;
   disk = node->n_disk;
   pthread_mutex_unlock (&node->n_lock);
+  pthread_mutex_lock (&p->pr_lock);
+  flags = p->pr_pause_user ? REPL_FLAG_SYNC_PAUSED : 0;
+  pthread_mutex_unlock (&p->pr_lock);
   if ((c = peer_conn_get (p)) == NULL)
     return;
-  out_msg_init (&om, REPL_MSG_STATE, 0, 0, disk, role, NULL, 0);
+  out_msg_init (&om, REPL_MSG_STATE, flags, 0, disk, role, NULL, 0);
   conn_send_wait (c, &om);
   conn_put (c);
 }
@@ -619,6 +623,12 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
     events_connection (p, "role:%s", role_name (h->offset));
   c->c_role = h->offset;
   peer_set_disk_locked (p, true, h->seq);
+  if (p->pr_pause_peer != ((h->flags & REPL_FLAG_SYNC_PAUSED) != 0)) {
+    p->pr_pause_peer = (h->flags & REPL_FLAG_SYNC_PAUSED) != 0;
+    log_info ("peer %s: its administrator %s the resync between us",
+              p->pr_cfg->nc_name, p->pr_pause_peer ? "paused" : "resumed");
+    peer_update_pause_locked (p);
+  }
   pthread_mutex_unlock (&p->pr_lock);
   pthread_mutex_lock (&node->n_lock);
   if (h->offset == REPL_ROLE_PRIMARY)

@@ -262,6 +262,7 @@ secondary_apply_resync_start (struct conn *c, const struct rx_msg *m)
   p->pr_resync_total = h->offset;
   p->pr_resync_done = 0;
   peer_set_repl_locked (p, REPL_SYNC_TARGET);
+  peer_update_pause_locked (p);
   p->pr_resync_start_ns = now_ns ();
   p->pr_bitmap_persist_ns = p->pr_resync_start_ns;
   p->pr_bitmap_persist_from = 0;

@@ -92,7 +92,8 @@ void
 peer_set_conn_locked (struct peer *p, enum conn_state to)
 {
   static const unsigned next[] = {
-    [CONN_CONNECTING] = 1u << CONN_HANDSHAKE,
+    [CONN_STANDALONE] = 1u << CONN_CONNECTING,
+    [CONN_CONNECTING] = 1u << CONN_HANDSHAKE | 1u << CONN_STANDALONE,
     [CONN_HANDSHAKE] = 1u << CONN_CONNECTING | 1u << CONN_CONNECTED,
     [CONN_CONNECTED] = 1u << CONN_DISCONNECTING,
     [CONN_DISCONNECTING] = 1u << CONN_CONNECTING,
@@ -133,10 +134,44 @@ peer_set_disk_locked (struct peer *p, bool known, enum repl_disk_state disk)
                       known ? disk_state_name (disk) : "DUnknown");
 }
 
-/* Is p in one of the resync states? */
+/* Is p in one of the resync states (paused or not)? */
 bool
 peer_resyncing_locked (const struct peer *p)
 {
   ASSERT_LOCKED (&p->pr_lock);
-  return p->pr_repl == REPL_SYNC_SOURCE || p->pr_repl == REPL_SYNC_TARGET;
+  return p->pr_repl == REPL_SYNC_SOURCE || p->pr_repl == REPL_SYNC_TARGET ||
+         p->pr_repl == REPL_PAUSED_SYNC_S || p->pr_repl == REPL_PAUSED_SYNC_T;
+}
+
+/* The resync with p is paused while either node's administrator says
+ * so (replctl pause-sync; the peer's comes in its STATE): a running
+ * resync's state follows, SyncSource <-> PausedSyncS, SyncTarget <->
+ * PausedSyncT; the source's resync waits while paused (resync.c).
+ * pr_lock held. */
+void
+peer_update_pause_locked (struct peer *p)
+{
+  bool paused = p->pr_pause_user || p->pr_pause_peer;
+
+  ASSERT_LOCKED (&p->pr_lock);
+  switch (p->pr_repl) {
+  case REPL_SYNC_SOURCE:
+    if (paused)
+      peer_set_repl_locked (p, REPL_PAUSED_SYNC_S);
+    break;
+  case REPL_PAUSED_SYNC_S:
+    if (!paused)
+      peer_set_repl_locked (p, REPL_SYNC_SOURCE);
+    break;
+  case REPL_SYNC_TARGET:
+    if (paused)
+      peer_set_repl_locked (p, REPL_PAUSED_SYNC_T);
+    break;
+  case REPL_PAUSED_SYNC_T:
+    if (!paused)
+      peer_set_repl_locked (p, REPL_SYNC_TARGET);
+    break;
+  default:
+    break;
+  }
 }

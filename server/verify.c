@@ -75,7 +75,8 @@ verify_run (struct conn *c)
   const uint64_t size = node->n_vol.vol_size;
   struct verify_slot slots[VERIFY_SLOTS];
   uint64_t offset = 0, t0 = now_ns ();
-  bool failed = false, quiet = false;
+  struct pace pace = { 0 };
+  bool failed = false, quiet = false, stopped = false;
   unsigned i;
 
   memset (slots, 0, sizeof slots);
@@ -88,6 +89,7 @@ verify_run (struct conn *c)
   pthread_mutex_lock (&p->pr_lock);
   p->pr_verify_total = size;
   p->pr_verify_done = 0;
+  p->pr_verify_stop = false;
   p->pr_verify_oos = 0;
   for (i = 0; i < VERIFY_SLOTS; i++) {
     p->pr_verify_slot_offset[i] = UINT64_MAX;
@@ -120,11 +122,12 @@ verify_run (struct conn *c)
 
     waiter_wait (&s->vs_waiter);
     pthread_mutex_lock (&p->pr_lock);
-    ok = !c->c_failed && !p->pr_stopping;
+    ok = !c->c_failed && !p->pr_stopping && !p->pr_verify_stop;
+    stopped = p->pr_verify_stop;
     digests = p->pr_verify_digests + (size_t) i * (VERIFY_MAX_BYTES / 512) *
                                      DIGEST_SIZE;
     pthread_mutex_unlock (&p->pr_lock);
-    if (!ok) {
+    if (!ok || !pace_wait (c, &pace, len)) {
       failed = true;
       break;
     }
@@ -164,6 +167,10 @@ verify_run (struct conn *c)
               p->pr_verify_oos, p->pr_verify_oos
               ? " (marked; `replctl resync` or the next connect repairs "
                 "them)" : "");
+  else if (stopped)
+    log_info ("peer %s: verify stopped (replctl verify --stop) at %"
+              PRIu64 "%%", p->pr_cfg->nc_name,
+              size ? offset * 100 / size : 100);
   else
     log_error ("peer %s: verify interrupted", p->pr_cfg->nc_name);
 }

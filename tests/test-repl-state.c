@@ -19,6 +19,8 @@
 #define SS REPL_SYNC_SOURCE
 #define ST REPL_SYNC_TARGET
 #define VS REPL_VERIFY_S
+#define PS REPL_PAUSED_SYNC_S
+#define PT REPL_PAUSED_SYNC_T
 
 /* The transitions repl-state.h documents, written out again here. */
 static const struct { enum repl_state from, to; } allowed[] = {
@@ -27,9 +29,11 @@ static const struct { enum repl_state from, to; } allowed[] = {
   { EST, OFF },
   { WBS, SS }, { WBS, EST }, { WBS, OFF },
   { WBT, ST }, { WBT, EST }, { WBT, OFF },
-  { SS, EST }, { SS, OFF },
-  { ST, EST }, { ST, OFF },
+  { SS, EST }, { SS, OFF }, { SS, PS },
+  { ST, EST }, { ST, OFF }, { ST, PT },
   { VS, EST }, { VS, OFF },
+  { PS, SS }, { PS, EST }, { PS, OFF },
+  { PT, ST }, { PT, EST }, { PT, OFF },
 };
 
 static bool
@@ -68,6 +72,8 @@ START_TEST (test_names)
   ck_assert_str_eq (repl_state_name (SS), "SyncSource");
   ck_assert_str_eq (repl_state_name (ST), "SyncTarget");
   ck_assert_str_eq (repl_state_name (VS), "VerifyS");
+  ck_assert_str_eq (repl_state_name (PS), "PausedSyncS");
+  ck_assert_str_eq (repl_state_name (PT), "PausedSyncT");
   ck_assert_str_eq (repl_state_name (REPL_STATE_MAX + 1), "?");
 }
 END_TEST
@@ -93,6 +99,13 @@ START_TEST (test_messages_in_state)
   ck_assert (!repl_state_accepts (REPL_MSG_BITMAP_DONE, SS));
   ck_assert (repl_state_accepts (REPL_MSG_VERIFY_REPLY, VS));
   ck_assert (repl_state_accepts (REPL_MSG_VERIFY_REPLY, SS));
+  ck_assert (repl_state_accepts (REPL_MSG_VERIFY_REPLY, PS));
+  /* A paused resync: what the source sent before it heard of the pause
+   * still arrives, and it may finish (nothing was left). */
+  ck_assert (repl_state_accepts (REPL_MSG_RESYNC_DATA, PT));
+  ck_assert (repl_state_accepts (REPL_MSG_RESYNC_DONE, PT));
+  ck_assert (!repl_state_accepts (REPL_MSG_RESYNC_START, PT));
+  ck_assert (!repl_state_accepts (REPL_MSG_BITMAP, PS));
   ck_assert (!repl_state_accepts (REPL_MSG_VERIFY_REPLY, EST));
   ck_assert (repl_state_accepts (REPL_MSG_VERIFY_REQ, EST));
   ck_assert (repl_state_accepts (REPL_MSG_VERIFY_REQ, ST));
@@ -120,7 +133,7 @@ START_TEST (test_messages_in_state)
   ck_assert (!repl_state_accepts (REPL_MSG_TYPE_MAX + 1, EST));
   ck_assert (!repl_state_accepts (REPL_MSG_WRITE, REPL_STATE_MAX + 1));
   ck_assert_str_eq (repl_state_accepts_names (REPL_MSG_RESYNC_DONE),
-                    "SyncTarget");
+                    "SyncTarget or PausedSyncT");
   ck_assert_str_eq (repl_state_accepts_names (REPL_MSG_WRITE),
                     "any connected state");
 }
