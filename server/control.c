@@ -863,6 +863,16 @@ serve (struct repl_node *node, int fd, const struct ucred *cred)
     sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
     return false;
   }
+  else if (strcmp (cmd, "adjust") == 0) {
+    char out[1024], msg[1100];
+
+    if (engine_adjust (node, out, sizeof out) == -1)
+      snprintf (msg, sizeof msg, "error: adjust: %s\n", out);
+    else
+      snprintf (msg, sizeof msg, "adjusted: %s\n", out);
+    sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
+    return false;
+  }
   else if (strcmp (cmd, "verify --stop") == 0) {
     char err[256], msg[320];
     int n = engine_verify_stop (node, err, sizeof err);

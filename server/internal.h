@@ -527,6 +527,10 @@ extern int verify_csum_begin (struct peer *p);
 extern void verify_csum_end (struct peer *p);
 extern int engine_verify (struct repl_node *node, char *err, size_t errlen);
 extern int engine_resync (struct repl_node *node, char *err, size_t errlen);
+/* adjust.c */
+extern int engine_adjust (struct repl_node *node, char *out, size_t outlen);
+extern void adjust_free (struct repl_node *node);
+
 /* admin.c */
 extern int engine_disconnect (struct repl_node *node, const char *name,
                               bool down, char *err, size_t errlen);
@@ -648,6 +652,7 @@ struct handlers {
 /* The locks, listed in precedence order: do not take an earlier lock in
  * this list while holding a later one (nbdkit's rule).
  *
+ *   n_adjust_lock     replctl adjust, one at a time (adjust.c)
  *   n_role_lock       role changes against client opens (role.c)
  *   the range lock    n_ilock: a write's byte range, held across its
  *                     activity-log transaction, local write and the wait
@@ -752,6 +757,10 @@ struct repl_node {
   atomic_uint_fast64_t n_writes, n_write_bytes, n_reads, n_read_bytes;
 
   struct events n_events;       /* the events stream (events.c) */
+  char *n_config_abs;           /* the configuration file, absolute */
+  pthread_mutex_t n_adjust_lock; /* serialises replctl adjust (adjust.c);
+                                   taken before any other */
+  struct adjusted *n_adjusted;  /* configurations adjust loaded */
   struct handlers n_handlers;   /* handlers running (handler.c) */
 };
 

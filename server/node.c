@@ -162,9 +162,16 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   thread_set_init (&node->n_tls_relays, MAX_TLS_RELAYS);
   events_init (&node->n_events);
   handlers_init (&node->n_handlers);
+  mutex_init (&node->n_adjust_lock);
 
   if (config_load (config_path, &node->n_cfg, err, sizeof err) == -1) {
     log_error ("%s", err);
+    goto err;
+  }
+  /* replctl adjust reads it again, whatever the directory is then. */
+  node->n_config_abs = realpath (config_path, NULL);
+  if (node->n_config_abs == NULL) {
+    log_error ("%s: %m", config_path);
     goto err;
   }
   self = config_find_node (&node->n_cfg, node_name);
@@ -386,6 +393,9 @@ engine_destroy (struct repl_node *node)
   thread_set_destroy (&node->n_tls_relays);
   events_destroy (&node->n_events);
   handlers_destroy (&node->n_handlers);
+  adjust_free (node);
+  free (node->n_config_abs);
+  pthread_mutex_destroy (&node->n_adjust_lock);
   pthread_cond_destroy (&node->n_cond);
   pthread_cond_destroy (&node->n_work_cond);
   pthread_cond_destroy (&node->n_al_cond);
