@@ -34,6 +34,8 @@ write () {                      # MIB at OFFSET-MIB through node0
     nbdsh -u "$(uri node0)" -c "h.pwrite(bytes([$RANDOM % 256]) * ($1 << 20), $2 << 20)"
 }
 
+ev_wait ' exists -$'             # subscribed: every later change comes
+
 # ---- disconnect: StandAlone, writes marked; connect: resynced.
 out=$(ctl node0 disconnect node1) || fail "disconnect: $out"
 ev_wait 'conn-name:node1 connection:StandAlone$'
