@@ -7,7 +7,9 @@
  * once what each acknowledgement means:
  *
  *   ACK seq            every message <= seq is applied on the peer: its
- *                      writer completes, resync data leaves the bitmap,
+ *                      writer completes (a client request's time since
+ *                      it was queued goes into the peer's ACK latency
+ *                      histogram), resync data leaves the bitmap,
  *                      RESYNC_DONE makes the peer UpToDate;
  *   ACK seq RECEIVED   (protocol B) every message <= seq has arrived:
  *                      writers of messages that may be acknowledged on
