@@ -60,6 +60,8 @@ struct loader {
   yaml_document_t ld_doc;
   bool ld_have_doc;
   char ld_addr_key[REPL_MAX_NODES][ADDR_KEY_MAX]; /* struct address key */
+  char ld_metrics_key[REPL_MAX_NODES][ADDR_KEY_MAX]; /* ... of metrics:,
+                                   or "" */
   char *ld_err;
   size_t ld_errlen;
   int ld_errno;                 /* errno for the caller on failure */
@@ -1029,7 +1031,7 @@ parse_resync (struct loader *ld, const yaml_node_t *map,
 
 /* Required keys first: parse_node checks those before NODE_CONTROL. */
 enum { NODE_NAME, NODE_ID, NODE_ADDRESS, NODE_DISK, NODE_CONTROL, NODE_META,
-       NODE_TLS_CERT, NODE_TLS_KEY, NODE_NKEYS };
+       NODE_TLS_CERT, NODE_TLS_KEY, NODE_METRICS, NODE_NKEYS };
 
 static const char *const node_keys[NODE_NKEYS] = {
   [NODE_NAME] = "name",
@@ -1040,6 +1042,7 @@ static const char *const node_keys[NODE_NKEYS] = {
   [NODE_META] = "meta",
   [NODE_TLS_CERT] = "tls-cert",
   [NODE_TLS_KEY] = "tls-key",
+  [NODE_METRICS] = "metrics",
 };
 
 /* The node's name, if it has a usable one, so that every message about
@@ -1087,6 +1090,12 @@ check_unique (struct loader *ld, const struct repl_config *cfg, size_t i,
     if (strcmp (ld->ld_addr_key[j], ld->ld_addr_key[i]) == 0) {
       load_error (ld, node_line (vals[NODE_ADDRESS]),
                   "%saddress: duplicate %s, also used by %s",
+                  where, nc->nc_address, other->nc_name);
+      return -1;
+    }
+    if (strcmp (ld->ld_metrics_key[j], ld->ld_addr_key[i]) == 0) {
+      load_error (ld, node_line (vals[NODE_ADDRESS]),
+                  "%saddress: %s is the metrics address of %s",
                   where, nc->nc_address, other->nc_name);
       return -1;
     }
@@ -1142,6 +1151,47 @@ check_meta (struct loader *ld, const struct repl_config *cfg, size_t i,
       return -1;
     }
   }
+  return 0;
+}
+
+/* metrics: host:port of the node's Prometheus endpoint (server/
+ * metrics.c), in the syntax of address.  It may not be any node's
+ * replication address: on the machine that has that address both
+ * would bind the same port. */
+static int
+parse_metrics (struct loader *ld, struct repl_config *cfg, size_t i,
+               const char *where, yaml_node_t *const *keys,
+               yaml_node_t *const *vals)
+{
+  struct repl_node_cfg *nc = &cfg->cf_nodes[i];
+  int line = node_line (vals[NODE_METRICS]);
+  struct address addr;
+  const char *s, *why;
+  size_t j;
+
+  if (get_text (ld, where, keys[NODE_METRICS], vals[NODE_METRICS], &s) == -1)
+    return -1;
+  why = split_address (s, &addr);
+  if (why) {
+    load_error (ld, line, "%smetrics: '%s': %s", where, s, why);
+    return -1;
+  }
+  for (j = 0; j <= i; j++) {
+    if (strcmp (addr.key, ld->ld_addr_key[j]) == 0) {
+      load_error (ld, line, "%smetrics: %s is the replication address of %s",
+                  where, s, cfg->cf_nodes[j].nc_name);
+      return -1;
+    }
+  }
+  nc->nc_metrics = strdup (s);
+  nc->nc_metrics_host = strndup (addr.host, addr.hostlen);
+  nc->nc_metrics_port = strdup (addr.port);
+  if (nc->nc_metrics == NULL || nc->nc_metrics_host == NULL ||
+      nc->nc_metrics_port == NULL) {
+    load_oom (ld);
+    return -1;
+  }
+  strcpy (ld->ld_metrics_key[i], addr.key);
   return 0;
 }
 
@@ -1274,6 +1324,8 @@ parse_node (struct loader *ld, struct repl_config *cfg, size_t i,
   if (vals[NODE_TLS_KEY] &&
       get_path (ld, where, keys[NODE_TLS_KEY], vals[NODE_TLS_KEY],
                 &nc->nc_tls_key) == -1)
+    return -1;
+  if (vals[NODE_METRICS] && parse_metrics (ld, cfg, i, where, keys, vals) == -1)
     return -1;
   /* Better now than as a bind() failure on one node at start-up. */
   if (strlen (nc->nc_control) > CONTROL_PATH_MAX) {
@@ -1898,6 +1950,9 @@ config_free (struct repl_config *cfg)
     free (cfg->cf_nodes[i].nc_meta);
     free (cfg->cf_nodes[i].nc_tls_cert);
     free (cfg->cf_nodes[i].nc_tls_key);
+    free (cfg->cf_nodes[i].nc_metrics);
+    free (cfg->cf_nodes[i].nc_metrics_host);
+    free (cfg->cf_nodes[i].nc_metrics_port);
   }
   free (cfg->cf_tls_ca);
   free (cfg->cf_secret_path);

@@ -45,6 +45,9 @@
  *       control: /run/nbdrepl/r0-alpha.sock   # optional
  *       tls-cert: alpha.crt      # with tls-ca: this node's certificate,
  *       tls-key: alpha.key       #   which must name it (CN or DNS SAN)
+ *       metrics: 127.0.0.1:9942  # optional: Prometheus endpoint (HTTP,
+ *                                #   GET /metrics), host:port as address;
+ *                                #   off when not given
  *   secret: ...                  # or secret-file: PATH (peer-auth.c)
  *   data-integrity: crc32c       # crc32c | none (default none)
  *   tls: true                    # TLS 1.3 between the nodes (default
@@ -150,6 +153,10 @@ struct repl_node_cfg {
   char *nc_tls_cert;            /* absolute paths, with tls-ca; else NULL */
   char *nc_tls_key;
   bool nc_meta_default;
+  char *nc_metrics;             /* metrics: "host:port" as written, or
+                                   NULL: no Prometheus endpoint */
+  char *nc_metrics_host;        /* ... without brackets */
+  char *nc_metrics_port;        /* ... decimal 1..65535 */
   int nc_line;                  /* line of the "- name:" entry, for messages */
 };
 

@@ -119,6 +119,26 @@ extern void ilock_acquire (struct interval_lock *il, struct ilock_range *r,
                            uint64_t offset, uint64_t len);
 extern void ilock_release (struct interval_lock *il, struct ilock_range *r);
 
+/* ---- metrics.c ------------------------------------------------------ */
+
+struct repl_node;
+struct MHD_Daemon;
+
+/* A peer's ACK latency (peer-window.c: from queueing a client write to
+ * its applied ACK), in fixed buckets, for the Prometheus endpoint.
+ * Under the peer's pr_lock. */
+#define ACK_HIST_BUCKETS 16     /* finite upper bounds (metrics.c) */
+struct ack_hist {
+  uint64_t ah_bucket[ACK_HIST_BUCKETS + 1]; /* per bucket, not cumulative;
+                                   the last is +Inf */
+  uint64_t ah_count;
+  uint64_t ah_sum_ns;
+};
+extern void ack_hist_add (struct ack_hist *h, uint64_t ns);
+extern int metrics_listen (struct repl_node *node, const char *where);
+extern int metrics_start (struct repl_node *node);
+extern void metrics_stop (struct repl_node *node);
+
 /* ---- peer.c, peer-send.c, peer-receive.c ---------------------------- */
 
 /* A peer's connection state (state.c: peer_set_conn_locked):
@@ -193,7 +213,6 @@ struct inflight {
   uint32_t if_bytes;            /* the message on the wire */
 };
 
-struct repl_node;
 struct rx;
 
 /* A handshake in progress (listener.c). */
@@ -311,6 +330,7 @@ extern void peer_fail_current_locked (struct peer *p, const char *fmt, ...)
  *
  *   set at creation, then read-only: the first block, pr_md_slot and
  *     pr_resync_bufs;
+ *   atomic: pr_msgs_received, pr_bytes_received;
  *   pr_lock: everything else. */
 struct peer {
   uint32_t pr_magic;
@@ -391,6 +411,9 @@ struct peer {
   uint64_t pr_bytes_sent;
   uint64_t pr_sends;            /* sendmsg calls: msgs_sent / sends is the
                                    batching factor */
+  struct ack_hist pr_ack_hist;  /* client writes' ACK latency */
+  _Atomic uint64_t pr_msgs_received;  /* added by the reader */
+  _Atomic uint64_t pr_bytes_received; /* (peer-receive.c) */
 };
 
 /* peer.c */
@@ -762,6 +785,10 @@ struct repl_node {
                                    taken before any other */
   struct adjusted *n_adjusted;  /* configurations adjust loaded */
   struct handlers n_handlers;   /* handlers running (handler.c) */
+
+  /* The Prometheus endpoint (metrics.c), if the node has metrics:. */
+  int n_metrics_fd;             /* bound in engine_create, or -1 */
+  struct MHD_Daemon *n_metrics; /* serving since engine_start, or NULL */
 };
 
 /* worker.c */

@@ -146,6 +146,7 @@ engine_create (const char *config_path, const char *node_name, bool primary)
   node->n_magic = NODE_MAGIC;
   node->n_vol.vol_fd = -1;
   node->n_listen_fd = node->n_control_fd = node->n_stop_fd = -1;
+  node->n_metrics_fd = -1;
   node->n_md_fd = -1;
   node->n_primary_id = -1;
   node->n_sync_source_id = -1;
@@ -248,7 +249,7 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     snprintf (where, sizeof where, "%s: node %s: ", config_path,
               self->nc_name);
     node->n_control_fd = control_listen (self->nc_control, where);
-    if (node->n_control_fd == -1)
+    if (node->n_control_fd == -1 || metrics_listen (node, where) == -1)
       goto err;
   }
   node->n_stop_fd = eventfd (0, EFD_CLOEXEC);
@@ -323,6 +324,8 @@ engine_start (struct repl_node *node)
   for (i = 0; i < node->n_npeers; i++)
     if (peer_start (node->n_peers[i]) == -1)
       return -1;
+  if (metrics_start (node) == -1)
+    return -1;
   if (node->n_cfg.cf_secret_len == 0)
     log_error ("warning: resource %s has no secret: any host that reaches "
                "%s can join it as a node and read or overwrite its data "
@@ -346,6 +349,7 @@ engine_destroy (struct repl_node *node)
     return;
   assert (node->n_magic == NODE_MAGIC);
 
+  metrics_stop (node);          /* first: no scrape of a node stopping */
   if (node->n_started) {
     uint64_t one = 1;
 

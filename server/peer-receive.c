@@ -291,7 +291,7 @@ handle_batch (struct conn *c, struct rx *rx,
 {
   struct peer *p = c->c_peer;
   bool proto_b = p->pr_node->n_cfg.cf_protocol == 'B';
-  uint64_t received = 0;
+  uint64_t received = 0, nmsgs = 0, nbytes = 0;
   size_t pos = 0;
   struct repl_hdr h;
   struct rx_msg m;
@@ -362,6 +362,8 @@ handle_batch (struct conn *c, struct rx *rx,
         return -1;
       }
       received = h.seq;
+      nmsgs++;
+      nbytes += REPL_HDR_SIZE + h.length;
       if (have < h.length) {    /* the rest came by splice */
         pos = len;
         break;
@@ -369,9 +371,20 @@ handle_batch (struct conn *c, struct rx *rx,
     }
     else if (fn (c, &m) < 0)
       return -1;
+    else {
+      nmsgs++;
+      nbytes += REPL_HDR_SIZE + h.length;
+    }
     pos += REPL_HDR_SIZE + h.length;
   }
 
+  /* For the metrics: once per batch. */
+  if (nmsgs > 0) {
+    atomic_fetch_add_explicit (&p->pr_msgs_received, nmsgs,
+                               memory_order_relaxed);
+    atomic_fetch_add_explicit (&p->pr_bytes_received, nbytes,
+                               memory_order_relaxed);
+  }
   if (received > 0)
     send_ack (c, REPL_MSG_ACK, received, 0);
   return pos;

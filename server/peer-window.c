@@ -7,7 +7,9 @@
  * once what each acknowledgement means:
  *
  *   ACK seq            every message <= seq is applied on the peer: its
- *                      writer completes, resync data leaves the bitmap,
+ *                      writer completes (a client request's time since
+ *                      it was queued goes into the peer's ACK latency
+ *                      histogram), resync data leaves the bitmap,
  *                      RESYNC_DONE makes the peer UpToDate;
  *   ACK seq RECEIVED   (protocol B) every message <= seq has arrived:
  *                      writers of messages that may be acknowledged on
@@ -98,7 +100,7 @@ window_ack_locked (struct conn *c, uint64_t seq, bool nack, bool received,
   struct peer *p = c->c_peer;
   const char *what = nack ? "NACK" : "ACK";
   bool wake = false;
-  uint64_t first, k;
+  uint64_t first, k, now = 0;
   struct inflight *f;
 
   ASSERT_LOCKED (&p->pr_lock);
@@ -164,6 +166,16 @@ window_ack_locked (struct conn *c, uint64_t seq, bool nack, bool received,
     case REPL_MSG_RESYNC_DONE:
       peer_set_disk_locked (p, true, REPL_DISK_UPTODATE);
       wake = true;
+      break;
+    case REPL_MSG_WRITE:
+    case REPL_MSG_TRIM:
+    case REPL_MSG_ZERO:
+    case REPL_MSG_FLUSH:
+      /* A client request's round trip to the peer's disk (metrics.c);
+       * one clock read per ACK. */
+      if (now == 0)
+        now = now_ns ();
+      ack_hist_add (&p->pr_ack_hist, now - f->if_time_ns);
       break;
     }
     answered (f, done, ndone);

@@ -1336,6 +1336,44 @@ START_TEST (test_control_too_long)
 }
 END_TEST
 
+/* metrics: off by default; host:port like address; never a node's
+ * replication address, whichever of the two comes first. */
+START_TEST (test_metrics)
+{
+  struct repl_config cfg;
+
+  ck_assert_msg (load (TWO_NODES, &cfg) == 0, "%s", err);
+  ck_assert_ptr_null (cfg.cf_nodes[0].nc_metrics);
+  config_free (&cfg);
+
+  ck_assert_msg (load (TWO_DISKS ("a.img", "    metrics: 127.0.0.1:9942\n",
+                                  "b.img",
+                                  "    metrics: '[::1]:9943'\n"), &cfg) == 0,
+                 "%s", err);
+  ck_assert_str_eq (cfg.cf_nodes[0].nc_metrics, "127.0.0.1:9942");
+  ck_assert_str_eq (cfg.cf_nodes[0].nc_metrics_host, "127.0.0.1");
+  ck_assert_str_eq (cfg.cf_nodes[0].nc_metrics_port, "9942");
+  ck_assert_str_eq (cfg.cf_nodes[1].nc_metrics_host, "::1");
+  config_free (&cfg);
+
+  expect_error (7, ONE_NODE ("0", "h:1") "    metrics: h\n",
+                "nodes[0] (alpha): metrics: 'h': no port");
+  expect_error (7, ONE_NODE ("0", "h:1") "    metrics: 'h:0'\n",
+                "nodes[0] (alpha): metrics: 'h:0': port out of range");
+  expect_error (7, ONE_NODE ("0", "h:1") "    metrics: null\n",
+                "nodes[0] (alpha): metrics: no value");
+  expect_error (7, ONE_NODE ("0", "h:1") "    metrics: H:1\n",
+                "nodes[0] (alpha): metrics: H:1 is the replication "
+                "address of alpha");
+  expect_error (11, TWO_DISKS ("a.img", "", "b.img", "    metrics: h:1\n"),
+                "nodes[1] (beta): metrics: h:1 is the replication "
+                "address of alpha");
+  expect_error (10, TWO_DISKS ("a.img", "    metrics: h:2\n", "b.img", ""),
+                "nodes[1] (beta): address: h:2 is the metrics address "
+                "of alpha");
+}
+END_TEST
+
 START_TEST (test_anchors_refused)
 {
   expect_error (6, "resource: r0\n"
@@ -1402,6 +1440,7 @@ config_suite (void)
   tcase_add_test (tc, test_duplicate_address_normalised);
   tcase_add_test (tc, test_addresses);
   tcase_add_test (tc, test_control_too_long);
+  tcase_add_test (tc, test_metrics);
   tcase_add_test (tc, test_anchors_refused);
   suite_add_tcase (s, tc);
   return s;
