@@ -32,7 +32,8 @@ log_msg (enum log_level level, const char *fmt, ...)
     log_sink (level, buf);
   else if (level != LOG_LEVEL_DEBUG)
     fprintf (stderr, "nbdrepl: %s%s\n",
-             level == LOG_LEVEL_ERROR ? "error: " : "", buf);
+             level == LOG_LEVEL_ERROR ? "error: " :
+             level == LOG_LEVEL_WARNING ? "warning: " : "", buf);
 
   errno = saved_errno;
 }

@@ -290,14 +290,14 @@ engine_start (struct repl_node *node)
     if (peer_start (node->n_peers[i]) == -1)
       return -1;
   if (node->n_cfg.cf_secret_len == 0)
-    log_error ("warning: resource %s has no secret: any host that reaches "
-               "%s can join it as a node and read or overwrite its data "
-               "(set secret or secret-file in %s)", node->n_cfg.cf_resource,
-               node->n_self->nc_address, node->n_cfg.cf_path);
+    log_warning ("resource %s has no secret: any host that reaches "
+                 "%s can join it as a node and read or overwrite its data "
+                 "(set secret or secret-file in %s)", node->n_cfg.cf_resource,
+                 node->n_self->nc_address, node->n_cfg.cf_path);
   else if (node->n_cfg.cf_secret_file_open)
-    log_error ("warning: resource %s: the secret file is readable by "
-               "users other than its owner (chmod 600 it)",
-               node->n_cfg.cf_resource);
+    log_warning ("resource %s: the secret file is readable by "
+                 "users other than its owner (chmod 600 it)",
+                 node->n_cfg.cf_resource);
   log_info ("resource %s: node %s (id %u) started as %s, disk %s (%" PRIu64
             " bytes), %zu peer(s), protocol %c",
             node->n_cfg.cf_resource, node->n_self->nc_name,

@@ -13,9 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <syslog.h>
 #include <unistd.h>
-#include <sys/stat.h>
 
 #define NBDKIT_API_VERSION 2
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
@@ -23,6 +21,7 @@
 
 #include "engine.h"
 #include "log.h"
+#include "repl-log.h"
 
 /* Largest request we advertise; larger ones are split anyway. */
 #define REPL_MAX_REQUEST (32u << 20)
@@ -33,39 +32,6 @@ static bool repl_primary;           /* role=primary */
 static struct repl_node *repl_node;
 
 /* ---- parameters ----------------------------------------------------- */
-
-static bool
-stderr_is_null (void)
-{
-  struct stat st, null;
-
-  if (fstat (STDERR_FILENO, &st) == -1)
-    return true;
-  return S_ISCHR (st.st_mode) && stat ("/dev/null", &null) == 0 &&
-         st.st_rdev == null.st_rdev;
-}
-
-static void
-repl_log_sink (enum log_level level, const char *msg)
-{
-  switch (level) {
-  case LOG_LEVEL_DEBUG:
-    nbdkit_debug ("%s", msg);
-    break;
-  case LOG_LEVEL_INFO:
-    /* nbdkit has no info level.  Say it plainly where nbdkit's own
-     * messages go: stderr, or syslog once nbdkit has daemonised and
-     * pointed stderr at /dev/null. */
-    if (stderr_is_null ())
-      syslog (LOG_INFO, "repl: %s", msg);
-    else
-      fprintf (stderr, "nbdkit: repl: %s\n", msg);
-    break;
-  case LOG_LEVEL_ERROR:
-    nbdkit_error ("%s", msg);
-    break;
-  }
-}
 
 static void
 repl_load (void)
@@ -143,12 +109,18 @@ repl_get_ready (void)
 static int
 repl_after_fork (void)
 {
-  return engine_start (repl_node);
+  repl_log_watch_signals ();
+  if (engine_start (repl_node) == -1) {
+    log_error ("stopping: the node could not start (see above)");
+    return -1;
+  }
+  return 0;
 }
 
 static void
 repl_cleanup (void)
 {
+  repl_log_stop ();
   engine_destroy (repl_node);
   repl_node = NULL;
 }
