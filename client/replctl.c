@@ -28,6 +28,7 @@
 #include <linux/fs.h>
 
 #include "cleanup.h"
+#include "local-node.h"
 #include "metadata.h"
 #include "uuid-compare.h"
 #include "repl-config.h"
@@ -73,7 +74,8 @@ usage (FILE *fp, int status)
            "options:\n"
            "  -s, --socket=PATH    the node's control socket\n"
            "  -c, --config=FILE    the resource configuration (YAML)\n"
-           "  -n, --node=NAME      the node in CONFIG\n"
+           "  -n, --node=NAME      the node in CONFIG (default: the one named as\n"
+           "                       this machine's host name)\n"
            "  -h, --help           this text\n"
            "\n"
            "See replctl(8).\n");
@@ -88,13 +90,21 @@ load_node (const char *config_path, const char *node_name,
   const struct repl_node_cfg *n;
   char err[512];
 
-  if (config_path == NULL || node_name == NULL) {
-    fprintf (stderr, "replctl: give -c CONFIG and -n NODE\n");
+  if (config_path == NULL) {
+    fprintf (stderr, "replctl: give -c CONFIG (and -n NODE)\n");
     usage (stderr, EXIT_FAILURE);
   }
   if (config_load (config_path, cfg, err, sizeof err) == -1) {
     fprintf (stderr, "replctl: %s\n", err);
     exit (EXIT_FAILURE);
+  }
+  if (node_name == NULL) {          /* the node named as this machine */
+    n = config_find_local_node (cfg, err, sizeof err);
+    if (n == NULL) {
+      fprintf (stderr, "replctl: %s\n", err);
+      exit (EXIT_FAILURE);
+    }
+    return n;
   }
   n = config_find_node (cfg, node_name);
   if (n == NULL) {
@@ -685,7 +695,7 @@ main (int argc, char *argv[])
     if (socket_path != NULL)
       return watch ? cmd_status_watch (socket_path, json, interval)
                    : cmd_status (socket_path, json);
-    if (config_path == NULL || node_name == NULL) {
+    if (config_path == NULL) {
       fprintf (stderr, "replctl: give -s SOCKET, or -c CONFIG and -n NODE\n");
       usage (stderr, EXIT_FAILURE);
     }

@@ -20,7 +20,9 @@
 #include <nbdkit-plugin.h>
 
 #include "engine.h"
+#include "local-node.h"
 #include "log.h"
+#include "repl-config.h"
 #include "repl-log.h"
 
 /* Largest request we advertise; larger ones are split anyway. */
@@ -81,20 +83,43 @@ repl_config (const char *key, const char *value)
   return 0;
 }
 
+/* Without node=, the node named as this machine (common/local-node.c). */
+static int
+repl_pick_node (void)
+{
+  const struct repl_node_cfg *n;
+  struct repl_config cfg;
+  char err[1024];
+
+  if (config_load (repl_config_path, &cfg, err, sizeof err) == -1) {
+    log_error ("%s", err);
+    return -1;
+  }
+  n = config_find_local_node (&cfg, err, sizeof err);
+  if (n == NULL)
+    log_error ("%s", err);
+  else if ((repl_node_name = strdup (n->nc_name)) == NULL)
+    log_error ("strdup: %m");
+  config_free (&cfg);
+  return repl_node_name ? 0 : -1;
+}
+
 static int
 repl_config_complete (void)
 {
-  if (repl_config_path == NULL || repl_node_name == NULL) {
-    nbdkit_error ("you must give config=FILE and node=NAME "
-                  "(see nbdkit-repl-plugin(1))");
+  if (repl_config_path == NULL) {
+    nbdkit_error ("you must give config=FILE (see nbdkit-repl-plugin(1))");
     return -1;
   }
+  if (repl_node_name == NULL)
+    return repl_pick_node ();
   return 0;
 }
 
 #define repl_config_help \
   "config=<FILE>     (required) The resource configuration (YAML).\n" \
-  "node=<NAME>       (required) Which node of the configuration this is.\n" \
+  "node=<NAME>       Which node of the configuration this is\n" \
+  "                  (default: the one named as this machine's host name).\n" \
   "role=primary      Start as the primary (default: secondary)."
 
 /* ---- lifecycle ------------------------------------------------------ */
