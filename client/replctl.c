@@ -29,6 +29,7 @@
 
 #include "cleanup.h"
 #include "local-node.h"
+#include "md-look.h"
 #include "metadata.h"
 #include "uuid-compare.h"
 #include "repl-config.h"
@@ -505,6 +506,9 @@ cmd_create_md (const char *config_path, const struct repl_config *cfg,
     return EXIT_FAILURE;
   path = md_path_for_node (config_path, cfg, n, is_block, &size, &base);
   if (path == NULL)
+    return EXIT_FAILURE;
+  if (md_look_before_create (config_path, cfg, n, disk_fd, size, path, base,
+                             force, in_sync) == -1)
     return EXIT_FAILURE;
 
   /* Every other node of the configuration gets a peer slot, in the order

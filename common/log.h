@@ -3,8 +3,9 @@
  *
  * common/ and server/ never call nbdkit directly: they log through here,
  * and whoever embeds them (the nbdkit plugin, replctl, the unit tests)
- * installs a sink.  The default sink writes "nbdrepl: msg" (info),
- * "nbdrepl: warning: msg" or "nbdrepl: error: msg" to stderr.
+ * installs a sink.  The default sink writes "PROGRAM: msg" (info),
+ * "PROGRAM: warning: msg" or "PROGRAM: error: msg" to stderr, where
+ * PROGRAM is the program's name (replctl).
  * Logging never changes errno.
  */
 #ifndef NBDREPL_LOG_H
