@@ -48,6 +48,12 @@ static void usage (FILE *fp, int status) __attribute__ ((noreturn));
 static void
 usage (FILE *fp, int status)
 {
+  /* After a mistake: the error said what; one line says where to look. */
+  if (status != EXIT_SUCCESS) {
+    fprintf (fp, "usage: replctl (-s SOCKET | -c CONFIG [-n NODE]) COMMAND "
+             "[OPTIONS]; 'replctl --help' lists the commands\n");
+    exit (status);
+  }
   fprintf (fp,
            "usage: replctl (-s SOCKET | -c CONFIG -n NODE) status [--json] [--watch [SECONDS]]\n"
            "       replctl -c CONFIG -n NODE create-md [--force] [--in-sync]\n"
@@ -55,6 +61,7 @@ usage (FILE *fp, int status)
            "       replctl (-s SOCKET | -c CONFIG -n NODE) verify | resync | invalidate\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) primary [--force] | secondary\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) connect --discard-my-data\n"
+           "       replctl (-s SOCKET | -c CONFIG -n NODE) role | quorum | dstate [PEER] | cstate [PEER]\n"
            "\n"
            "commands:\n"
            "  status [--json]   roles, disk and connection states, generation UUIDs,\n"
@@ -71,6 +78,10 @@ usage (FILE *fp, int status)
            "      --force       even if not UpToDate: its data becomes authoritative\n"
            "  secondary         demote (no client connected)\n"
            "  connect --discard-my-data  end a split brain: this node's changes go\n"
+           "  role              one word: Primary or Secondary (for scripts)\n"
+           "  quorum            yes or no\n"
+           "  dstate [PEER]     the node's disk state (or the peer's, as known)\n"
+           "  cstate [PEER]     'PEER STATE' for each peer (or the one's state)\n"
            "\n"
            "options:\n"
            "  -s, --socket=PATH    the node's control socket\n"
@@ -609,6 +620,37 @@ cmd_dump_md (const char *config_path, const struct repl_config *cfg,
   return status;
 }
 
+/* role, quorum, dstate [PEER], cstate [PEER]: one line to the node,
+ * its one-word answers to stdout (drbdadm role, dstate, cstate). */
+static int
+cmd_query (const char *socket_path, const char *config_path,
+           const char *node_name, const char *command, int nargs,
+           char **args)
+{
+  struct repl_config cfg;
+  const struct repl_node_cfg *n;
+  bool takes_peer = command[0] == 'd' || command[0] == 'c';
+  char line[128];
+  int status;
+
+  if (nargs > (takes_peer ? 1 : 0) ||
+      (nargs == 1 && (args[0][0] == '-' || strlen (args[0]) > 63 ||
+                      strpbrk (args[0], " \t\n") != NULL))) {
+    fprintf (stderr, "replctl: %s: unexpected '%s'%s\n", command,
+             args[nargs > 1 ? 1 : 0],
+             takes_peer ? " (give at most a peer's name)" : "");
+    usage (stderr, EXIT_FAILURE);
+  }
+  snprintf (line, sizeof line, "%s%s%s\n", command, nargs ? " " : "",
+            nargs ? args[0] : "");
+  if (socket_path != NULL)
+    return cmd_request (socket_path, line);
+  n = load_node (config_path, node_name, &cfg);
+  status = cmd_request (n->nc_control, line);
+  config_free (&cfg);
+  return status;
+}
+
 int
 main (int argc, char *argv[])
 {
@@ -723,6 +765,10 @@ main (int argc, char *argv[])
     config_free (&cfg);
     return status;
   }
+  if (strcmp (command, "role") == 0 || strcmp (command, "quorum") == 0 ||
+      strcmp (command, "dstate") == 0 || strcmp (command, "cstate") == 0)
+    return cmd_query (socket_path, config_path, node_name, command,
+                      argc - optind - 1, argv + optind + 1);
   /* DRBD's way of ending a split brain by hand, on the node whose
    * changes are to go: the same as invalidate. */
   if (strcmp (command, "connect") == 0) {
