@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The Debian package: built with dpkg-buildpackage -us -uc -b from a
-# copy of the tree (so that nothing lands in the tree or beside it),
+# The Debian package: built with dpkg-buildpackage -us -uc -b in a copy
+# of the tree by scripts/build-deb (nothing lands in the tree or beside it),
 # its files where nbdkit, systemd, man and bash-completion look (no .la
 # in nbdkit's plugin directory), then installed on this machine with
 # apt-get (as root, when nbdrepl is not installed already) and removed
@@ -27,16 +27,11 @@ start=$SECONDS
 exec 9>/tmp/nbdrepl-test-package.lock
 flock -w 600 9 || fail "another package test holds /tmp/nbdrepl-test-package.lock"
 
-# ---- build, from git's files (tracked and new, not ignored) -------------
-mkdir "$tmpdir/src"
-(cd "$srcdir" && git ls-files -z --cached --others --exclude-standard |
-     while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done |
-     tar --null -T - -cf -) | tar -xf - -C "$tmpdir/src"
-(cd "$tmpdir/src" &&
- DEB_BUILD_OPTIONS="nocheck parallel=$(nproc)" \
-     timed 600 dpkg-buildpackage -us -uc -b) >"$tmpdir/build.log" 2>&1 ||
-    fail "dpkg-buildpackage failed: $(tail -n 20 "$tmpdir/build.log")"
-deb=$(ls "$tmpdir"/nbdrepl_*_*.deb)
+# ---- build, in a copy of the tree (scripts/build-deb) -------------------
+DEB_BUILD_OPTIONS=nocheck timed 600 "$srcdir/scripts/build-deb" "$tmpdir/out" \
+    >"$tmpdir/build.log" 2>&1 ||
+    fail "scripts/build-deb failed: $(tail -n 20 "$tmpdir/build.log")"
+deb=$(ls "$tmpdir"/out/nbdrepl_*_*.deb)
 info "built $(basename "$deb") in $((SECONDS - start)) s"
 
 # ---- what is in it -----------------------------------------------------
