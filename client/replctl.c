@@ -28,6 +28,8 @@
 #include <linux/fs.h>
 
 #include "cleanup.h"
+#include "local-node.h"
+#include "md-look.h"
 #include "metadata.h"
 #include "uuid-compare.h"
 #include "repl-config.h"
@@ -46,6 +48,12 @@ static void usage (FILE *fp, int status) __attribute__ ((noreturn));
 static void
 usage (FILE *fp, int status)
 {
+  /* After a mistake: the error said what; one line says where to look. */
+  if (status != EXIT_SUCCESS) {
+    fprintf (fp, "usage: replctl (-s SOCKET | -c CONFIG [-n NODE]) COMMAND "
+             "[OPTIONS]; 'replctl --help' lists the commands\n");
+    exit (status);
+  }
   fprintf (fp,
            "usage: replctl (-s SOCKET | -c CONFIG -n NODE) status [--json] [--watch [SECONDS]]\n"
            "       replctl -c CONFIG -n NODE create-md [--force] [--in-sync]\n"
@@ -57,6 +65,7 @@ usage (FILE *fp, int status)
            "       replctl (-s SOCKET | -c CONFIG -n NODE) verify --stop\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) adjust\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) events [--now] [--statistics] [--json]\n"
+           "       replctl (-s SOCKET | -c CONFIG -n NODE) role | quorum | dstate [PEER] | cstate [PEER]\n"
            "\n"
            "commands:\n"
            "  status [--json]   roles, disk and connection states, generation UUIDs,\n"
@@ -85,11 +94,16 @@ usage (FILE *fp, int status)
            "      --now         the current state first (\"exists\" lines)\n"
            "      --statistics  resync progress and out-of-sync counts too\n"
            "      --json        one JSON object per line\n"
+           "  role              one word: Primary or Secondary (for scripts)\n"
+           "  quorum            yes or no\n"
+           "  dstate [PEER]     the node's disk state (or the peer's, as known)\n"
+           "  cstate [PEER]     'PEER STATE' for each peer (or the one's state)\n"
            "\n"
            "options:\n"
            "  -s, --socket=PATH    the node's control socket\n"
            "  -c, --config=FILE    the resource configuration (YAML)\n"
-           "  -n, --node=NAME      the node in CONFIG\n"
+           "  -n, --node=NAME      the node in CONFIG (default: the one named as\n"
+           "                       this machine's host name)\n"
            "  -h, --help           this text\n"
            "\n"
            "See replctl(8).\n");
@@ -104,13 +118,21 @@ load_node (const char *config_path, const char *node_name,
   const struct repl_node_cfg *n;
   char err[512];
 
-  if (config_path == NULL || node_name == NULL) {
-    fprintf (stderr, "replctl: give -c CONFIG and -n NODE\n");
+  if (config_path == NULL) {
+    fprintf (stderr, "replctl: give -c CONFIG (and -n NODE)\n");
     usage (stderr, EXIT_FAILURE);
   }
   if (config_load (config_path, cfg, err, sizeof err) == -1) {
     fprintf (stderr, "replctl: %s\n", err);
     exit (EXIT_FAILURE);
+  }
+  if (node_name == NULL) {          /* the node named as this machine */
+    n = config_find_local_node (cfg, err, sizeof err);
+    if (n == NULL) {
+      fprintf (stderr, "replctl: %s\n", err);
+      exit (EXIT_FAILURE);
+    }
+    return n;
   }
   n = config_find_node (cfg, node_name);
   if (n == NULL) {
@@ -513,6 +535,9 @@ cmd_create_md (const char *config_path, const struct repl_config *cfg,
   path = md_path_for_node (config_path, cfg, n, is_block, &size, &base);
   if (path == NULL)
     return EXIT_FAILURE;
+  if (md_look_before_create (config_path, cfg, n, disk_fd, size, path, base,
+                             force, in_sync) == -1)
+    return EXIT_FAILURE;
 
   /* Every other node of the configuration gets a peer slot, in the order
    * of the file; the rest stay free for nodes added later. */
@@ -609,6 +634,37 @@ cmd_dump_md (const char *config_path, const struct repl_config *cfg,
     status = EXIT_FAILURE;
   }
   md_close (&md);
+  return status;
+}
+
+/* role, quorum, dstate [PEER], cstate [PEER]: one line to the node,
+ * its one-word answers to stdout (drbdadm role, dstate, cstate). */
+static int
+cmd_query (const char *socket_path, const char *config_path,
+           const char *node_name, const char *command, int nargs,
+           char **args)
+{
+  struct repl_config cfg;
+  const struct repl_node_cfg *n;
+  bool takes_peer = command[0] == 'd' || command[0] == 'c';
+  char line[128];
+  int status;
+
+  if (nargs > (takes_peer ? 1 : 0) ||
+      (nargs == 1 && (args[0][0] == '-' || strlen (args[0]) > 63 ||
+                      strpbrk (args[0], " \t\n") != NULL))) {
+    fprintf (stderr, "replctl: %s: unexpected '%s'%s\n", command,
+             args[nargs > 1 ? 1 : 0],
+             takes_peer ? " (give at most a peer's name)" : "");
+    usage (stderr, EXIT_FAILURE);
+  }
+  snprintf (line, sizeof line, "%s%s%s\n", command, nargs ? " " : "",
+            nargs ? args[0] : "");
+  if (socket_path != NULL)
+    return cmd_request (socket_path, line);
+  n = load_node (config_path, node_name, &cfg);
+  status = cmd_request (n->nc_control, line);
+  config_free (&cfg);
   return status;
 }
 
@@ -727,7 +783,7 @@ main (int argc, char *argv[])
     if (socket_path != NULL)
       return watch ? cmd_status_watch (socket_path, json, interval)
                    : cmd_status (socket_path, json);
-    if (config_path == NULL || node_name == NULL) {
+    if (config_path == NULL) {
       fprintf (stderr, "replctl: give -s SOCKET, or -c CONFIG and -n NODE\n");
       usage (stderr, EXIT_FAILURE);
     }
@@ -751,6 +807,10 @@ main (int argc, char *argv[])
     config_free (&cfg);
     return status;
   }
+  if (strcmp (command, "role") == 0 || strcmp (command, "quorum") == 0 ||
+      strcmp (command, "dstate") == 0 || strcmp (command, "cstate") == 0)
+    return cmd_query (socket_path, config_path, node_name, command,
+                      argc - optind - 1, argv + optind + 1);
   /* DRBD's way of ending a split brain by hand, on the node whose
    * changes are to go: the same as invalidate. */
   if (strcmp (command, "connect") == 0 && discard) {

@@ -31,8 +31,9 @@ log_msg (enum log_level level, const char *fmt, ...)
   if (log_sink)
     log_sink (level, buf);
   else if (level != LOG_LEVEL_DEBUG)
-    fprintf (stderr, "nbdrepl: %s%s\n",
-             level == LOG_LEVEL_ERROR ? "error: " : "", buf);
+    fprintf (stderr, "%s: %s%s\n", program_invocation_short_name,
+             level == LOG_LEVEL_ERROR ? "error: " :
+             level == LOG_LEVEL_WARNING ? "warning: " : "", buf);
 
   errno = saved_errno;
 }

@@ -33,6 +33,7 @@
 #include <yaml.h>
 
 #include "cleanup.h"
+#include "log.h"
 #include "metadata.h"           /* the geometry's defaults and ranges */
 #include "repl-config.h"
 
@@ -954,6 +955,21 @@ static const char *const resync_keys[RS_NKEYS] = {
   [RS_CSUMS] = "csums",
 };
 
+/* DRBD's rates are KiB/s: "c-max-rate 102400" there is 100 MiB/s, and
+ * here 100 KiB/s, a resync of days.  A plain number below 1 MiB/s is
+ * said to be bytes (it may be meant: not an error). */
+static void
+warn_plain_rate (struct loader *ld, const yaml_node_t *key,
+                 const char *text, uint64_t v)
+{
+  if (v == 0 || v >= 1024 * 1024 || text[strspn (text, "0123456789")] != '\0')
+    return;
+  log_warning ("%s:%d: resync: %s: %s is bytes/s (%.1f KiB/s), not KiB/s "
+               "as in DRBD; write %sK for %s KiB/s",
+               ld->ld_path, node_line (key), (const char *) key->data.scalar.value,
+               text, v / 1024.0, text, text);
+}
+
 /* The pace of resync: a fixed rate, or the dynamic controller's two
  * rates, or (neither) as fast as it goes; see struct repl_config. */
 static int
@@ -994,6 +1010,7 @@ parse_resync (struct loader *ld, const yaml_node_t *map,
                     i == RS_RESYNC_RATE ? 0 : 1, REPL_MAX_RATE, " bytes/s") == -1)
       return -1;
     *dest[i] = v;
+    warn_plain_rate (ld, keys[i], text[i], v);
   }
   if (vals[RS_CSUMS] &&
       get_bool (ld, where, keys[RS_CSUMS], vals[RS_CSUMS], &cfg->cf_csums) == -1)

@@ -746,12 +746,71 @@ control_status (struct repl_node *node, bool json)
   return b.b_data;
 }
 
+/* replctl role | quorum | dstate [PEER] | cstate [PEER]: one word a
+ * line, for scripts (drbdadm role, dstate, cstate).  cstate without a
+ * peer is "PEER STATE" per peer.  NULL: out of memory. */
+static char *
+control_query (struct repl_node *node, const char *cmd)
+{
+  const char *peer = strchr (cmd, ' ');
+  int len = peer ? (int) (peer - cmd) : (int) strlen (cmd);
+  bool dstate = cmd[0] == 'd';
+  struct buf b = { 0 };
+  enum repl_role role;
+  enum repl_disk_state disk;
+  bool found = false;
+  size_t i;
+
+  pthread_mutex_lock (&node->n_lock);
+  role = node->n_role;
+  disk = node->n_disk;
+  pthread_mutex_unlock (&node->n_lock);
+  if (peer != NULL)
+    peer++;
+
+  if (cmd[0] == 'r')
+    buf_printf (&b, "%s\n", role_name (role));
+  else if (cmd[0] == 'q')
+    buf_printf (&b, "%s\n", node_has_quorum (node) ? "yes" : "no");
+  else if (dstate && peer == NULL)
+    buf_printf (&b, "%s\n", disk_state_name (disk));
+  else {
+    for (i = 0; i < node->n_npeers; i++) {
+      struct peer_snapshot s;
+
+      snapshot_peer (node->n_peers[i], role == REPL_ROLE_PRIMARY, &s);
+      if (peer == NULL)
+        buf_printf (&b, "%s %s\n", s.name, conn_state_name (s.state));
+      else if (strcmp (peer, s.name) == 0) {
+        buf_printf (&b, "%s\n", dstate ? peer_disk_name (&s)
+                                        : conn_state_name (s.state));
+        found = true;
+      }
+    }
+    if (peer != NULL && !found) {
+      buf_printf (&b, "error: %.*s: no peer named '%.64s' (peers:", len, cmd,
+                  peer);
+      for (i = 0; i < node->n_npeers; i++)
+        buf_printf (&b, " %s", node->n_peers[i]->pr_cfg->nc_name);
+      buf_printf (&b, ")\n");
+    }
+  }
+  if (b.b_failed) {
+    free (b.b_data);
+    return NULL;
+  }
+  return b.b_data ? b.b_data : strdup ("");
+}
+
 /* Commands that only read: allowed to any caller that can connect. */
 static bool
 read_only (const char *cmd)
 {
   return strcmp (cmd, "status") == 0 || strcmp (cmd, "status --json") == 0 ||
-         strcmp (cmd, "events") == 0 || strncmp (cmd, "events ", 7) == 0;
+         strcmp (cmd, "events") == 0 || strncmp (cmd, "events ", 7) == 0 ||
+         strcmp (cmd, "role") == 0 || strcmp (cmd, "quorum") == 0 ||
+         strcmp (cmd, "dstate") == 0 || strncmp (cmd, "dstate ", 7) == 0 ||
+         strcmp (cmd, "cstate") == 0 || strncmp (cmd, "cstate ", 7) == 0;
 }
 
 /* Answer one command on fd from the caller cred.  Returns true if fd
@@ -813,6 +872,10 @@ serve (struct repl_node *node, int fd, const struct ucred *cred)
     answer = control_status (node, false);
   else if (strcmp (cmd, "status --json") == 0)
     answer = control_status (node, true);
+  else if (strcmp (cmd, "role") == 0 || strcmp (cmd, "quorum") == 0 ||
+           strcmp (cmd, "dstate") == 0 || strncmp (cmd, "dstate ", 7) == 0 ||
+           strcmp (cmd, "cstate") == 0 || strncmp (cmd, "cstate ", 7) == 0)
+    answer = control_query (node, cmd);
   else if (strcmp (cmd, "primary") == 0 ||
            strcmp (cmd, "primary --force") == 0 ||
            strcmp (cmd, "secondary") == 0) {

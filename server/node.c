@@ -327,10 +327,10 @@ engine_start (struct repl_node *node)
   if (metrics_start (node) == -1)
     return -1;
   if (node->n_cfg.cf_secret_len == 0)
-    log_error ("warning: resource %s has no secret: any host that reaches "
-               "%s can join it as a node and read or overwrite its data "
-               "(set secret or secret-file in %s)", node->n_cfg.cf_resource,
-               node->n_self->nc_address, node->n_cfg.cf_path);
+    log_warning ("resource %s has no secret: any host that reaches "
+                 "%s can join it as a node and read or overwrite its data "
+                 "(set secret or secret-file in %s)", node->n_cfg.cf_resource,
+                 node->n_self->nc_address, node->n_cfg.cf_path);
   log_info ("resource %s: node %s (id %u) started as %s, disk %s (%" PRIu64
             " bytes), %zu peer(s), protocol %c",
             node->n_cfg.cf_resource, node->n_self->nc_name,

@@ -13,16 +13,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <syslog.h>
 #include <unistd.h>
-#include <sys/stat.h>
 
 #define NBDKIT_API_VERSION 2
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 #include <nbdkit-plugin.h>
 
 #include "engine.h"
+#include "local-node.h"
 #include "log.h"
+#include "repl-config.h"
+#include "repl-log.h"
 
 /* Largest request we advertise; larger ones are split anyway. */
 #define REPL_MAX_REQUEST (32u << 20)
@@ -33,39 +34,6 @@ static bool repl_primary;           /* role=primary */
 static struct repl_node *repl_node;
 
 /* ---- parameters ----------------------------------------------------- */
-
-static bool
-stderr_is_null (void)
-{
-  struct stat st, null;
-
-  if (fstat (STDERR_FILENO, &st) == -1)
-    return true;
-  return S_ISCHR (st.st_mode) && stat ("/dev/null", &null) == 0 &&
-         st.st_rdev == null.st_rdev;
-}
-
-static void
-repl_log_sink (enum log_level level, const char *msg)
-{
-  switch (level) {
-  case LOG_LEVEL_DEBUG:
-    nbdkit_debug ("%s", msg);
-    break;
-  case LOG_LEVEL_INFO:
-    /* nbdkit has no info level.  Say it plainly where nbdkit's own
-     * messages go: stderr, or syslog once nbdkit has daemonised and
-     * pointed stderr at /dev/null. */
-    if (stderr_is_null ())
-      syslog (LOG_INFO, "repl: %s", msg);
-    else
-      fprintf (stderr, "nbdkit: repl: %s\n", msg);
-    break;
-  case LOG_LEVEL_ERROR:
-    nbdkit_error ("%s", msg);
-    break;
-  }
-}
 
 static void
 repl_load (void)
@@ -115,20 +83,43 @@ repl_config (const char *key, const char *value)
   return 0;
 }
 
+/* Without node=, the node named as this machine (common/local-node.c). */
+static int
+repl_pick_node (void)
+{
+  const struct repl_node_cfg *n;
+  struct repl_config cfg;
+  char err[1024];
+
+  if (config_load (repl_config_path, &cfg, err, sizeof err) == -1) {
+    log_error ("%s", err);
+    return -1;
+  }
+  n = config_find_local_node (&cfg, err, sizeof err);
+  if (n == NULL)
+    log_error ("%s", err);
+  else if ((repl_node_name = strdup (n->nc_name)) == NULL)
+    log_error ("strdup: %m");
+  config_free (&cfg);
+  return repl_node_name ? 0 : -1;
+}
+
 static int
 repl_config_complete (void)
 {
-  if (repl_config_path == NULL || repl_node_name == NULL) {
-    nbdkit_error ("you must give config=FILE and node=NAME "
-                  "(see nbdkit-repl-plugin(1))");
+  if (repl_config_path == NULL) {
+    nbdkit_error ("you must give config=FILE (see nbdkit-repl-plugin(1))");
     return -1;
   }
+  if (repl_node_name == NULL)
+    return repl_pick_node ();
   return 0;
 }
 
 #define repl_config_help \
   "config=<FILE>     (required) The resource configuration (YAML).\n" \
-  "node=<NAME>       (required) Which node of the configuration this is.\n" \
+  "node=<NAME>       Which node of the configuration this is\n" \
+  "                  (default: the one named as this machine's host name).\n" \
   "role=primary      Start as the primary (default: secondary)."
 
 /* ---- lifecycle ------------------------------------------------------ */
@@ -143,12 +134,18 @@ repl_get_ready (void)
 static int
 repl_after_fork (void)
 {
-  return engine_start (repl_node);
+  repl_log_watch_signals ();
+  if (engine_start (repl_node) == -1) {
+    log_error ("stopping: the node could not start (see above)");
+    return -1;
+  }
+  return 0;
 }
 
 static void
 repl_cleanup (void)
 {
+  repl_log_stop ();
   engine_destroy (repl_node);
   repl_node = NULL;
 }

@@ -1,0 +1,20 @@
+/* nbdrepl: the plugin's log sink and stop reason (repl-log.c).
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ */
+#ifndef NBDREPL_REPL_LOG_H
+#define NBDREPL_REPL_LOG_H
+
+#include "log.h"
+
+/* The sink for common/log.h: stderr with a timestamp, the journal, or
+ * syslog, as nbdkit's own messages go. */
+extern void repl_log_sink (enum log_level level, const char *msg);
+
+/* After nbdkit has set up its signal handlers (.after_fork): note which
+ * signal stops it, and from whom. */
+extern void repl_log_watch_signals (void);
+
+/* Log why nbdkit is stopping (.cleanup). */
+extern void repl_log_stop (void);
+
+#endif /* NBDREPL_REPL_LOG_H */
