@@ -582,7 +582,14 @@ sync_handle (struct peer *p, uint64_t gen, const struct repl_hdr *h,
       diskless_peer_uuids (node, p);
       return 0;
     }
-    if (sync_follow_primary (p) == -1 || check_newer_peer (p) == -1) {
+    /* A new Primary sends the generation it starts before its role
+     * (role_changed): its STATE follows, and then we follow it
+     * (role_handle_state) or refuse it.  Outdated now, we would not
+     * follow it, yet take its writes while our UUIDs still name the
+     * generation before: a stale Primary of that one would then find
+     * us "in the same generation" and win quorum with us. */
+    if (sync_follow_primary (p) == -1 ||
+        (!(u.gu_flags & GU_FLAG_PRIMARY) && check_newer_peer (p) == -1)) {
       peer_fail (p, gen, "cannot write metadata");
       return -1;
     }
