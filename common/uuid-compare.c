@@ -459,20 +459,28 @@ uuid_init_in_sync (struct gen_uuids *u, const char *resource,
   u->gu_flags = GU_FLAG_CONSISTENT;
 }
 
+/* Make v (a real UUID) the newest history UUID, unless it is already. */
+static void
+uuid_history_insert (struct gen_uuids *u, uint64_t v)
+{
+  size_t i;
+
+  if (!uuid_is_real (v) || v == u->gu_history[0])
+    return;
+  for (i = UUID_HISTORY - 1; i > 0; --i)
+    u->gu_history[i] = u->gu_history[i - 1];
+  u->gu_history[0] = v;
+}
+
 /* Remember v as the newest earlier generation.  Nothing to remember if
  * v names no generation, or if the tuple still names it elsewhere (the
  * current or bitmap UUID, or already the newest history UUID). */
 static void
 uuid_push_history (struct gen_uuids *u, uint64_t v)
 {
-  size_t i;
-
-  if (!uuid_is_real (v) || v == u->gu_current || v == u->gu_bitmap ||
-      v == u->gu_history[0])
+  if (v == u->gu_current || v == u->gu_bitmap)
     return;
-  for (i = UUID_HISTORY - 1; i > 0; --i)
-    u->gu_history[i] = u->gu_history[i - 1];
-  u->gu_history[0] = v;
+  uuid_history_insert (u, v);
 }
 
 void
@@ -484,7 +492,11 @@ uuid_new_current (struct gen_uuids *u, uint64_t new_uuid)
   if (u->gu_bitmap == 0 && uuid_is_real (old))
     u->gu_bitmap = old;
   u->gu_current = new_uuid;
-  uuid_push_history (u, old);   /* only if the bitmap did not take it */
+  /* Into the history too, even when the bitmap UUID took it: the
+   * history is shared by every peer's view, and the views whose bitmap
+   * UUID is not the old one (a connected peer's, which has none) must
+   * still show where the new generation came from. */
+  uuid_history_insert (u, old);
 }
 
 void

@@ -283,13 +283,19 @@ extern uint64_t uuid_in_sync_value (const char *resource, uint64_t size);
  * promotion.  The bitmap for the away peer counts from the old current
  * UUID (bitmap := current, unless a bitmap UUID is already set: the
  * bitmap then already counts from an older generation and covers this
- * one too; the old current UUID goes into the history instead).  A
- * fresh node's UUID_JUST_CREATED is never kept.
+ * one too).  The old current UUID also becomes the newest history
+ * UUID, even when the bitmap UUID took it.  A fresh node's
+ * UUID_JUST_CREATED is never kept.
  *
  * With several peers the engine applies this to the view of every away
  * peer (each bitmap UUID that is 0 becomes the old current UUID), and
  * uuid_adopt_current to the views of the connected ones; the current
- * UUID and history are shared by all views. */
+ * UUID and history are shared by all views.  That is why the history
+ * takes the old current UUID in any case: a connected peer's view has
+ * no bitmap UUID to carry it, a resync target takes its source's view
+ * whole (uuid_resync_finished_target), and without it there a node
+ * still in the old generation would look like the other half of a
+ * split brain (rule 100) instead of a node that is behind (60/80). */
 extern void uuid_new_current (struct gen_uuids *u, uint64_t new_uuid);
 
 /* A connected, in-sync node takes on the new current UUID its primary

@@ -600,7 +600,14 @@ sync_handle (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
       diskless_peer_uuids (node, c);
       return 0;
     }
-    if (sync_follow_primary (c) == -1 || check_newer_peer (p) == -1) {
+    /* A new Primary sends the generation it starts before its role
+     * (role_changed): its STATE follows, and then we follow it
+     * (role_handle_state) or refuse it.  Outdated now, we would not
+     * follow it, yet take its writes while our UUIDs still name the
+     * generation before: a stale Primary of that one would then find
+     * us "in the same generation" and win quorum with us. */
+    if (sync_follow_primary (c) == -1 ||
+        (!(u.gu_flags & GU_FLAG_PRIMARY) && check_newer_peer (p) == -1)) {
       conn_fail (c, "cannot write metadata");
       return -1;
     }

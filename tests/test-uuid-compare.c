@@ -695,6 +695,60 @@ START_TEST (test_scenario_three_nodes)
 }
 END_TEST
 
+/* One node's view of one peer: the node's current UUID and history
+ * (shared by all its views) with the bitmap UUID it holds for that
+ * peer, as the engine builds it from the superblock. */
+static struct gen_uuids
+view_of (const struct gen_uuids *shared, uint64_t bitmap)
+{
+  struct gen_uuids u = *shared;
+
+  u.gu_bitmap = bitmap;
+  return u;
+}
+
+/* Three nodes, B primary.  B starts a generation while C is away; A,
+ * connected, is a resync target of B just then and takes B's view of A
+ * whole at the end.  A must see that its generation grew out of C's:
+ * C is behind A, not the other half of a split brain (seeds 203 and 204
+ * of tests/fault-random.py ended in rule 100 this way). */
+START_TEST (test_scenario_three_nodes_shared_history)
+{
+  struct gen_uuids b, a, c, b_a, b_c;
+  uint64_t x;
+
+  uuid_init_in_sync (&b, "r0", SIZE);
+  x = b.gu_current;
+  a = c = b;
+
+  /* B writes while A is away; C, connected, follows B. */
+  b_a = view_of (&b, 0);
+  uuid_new_current (&b_a, N1);
+  b = view_of (&b_a, 0);
+  uuid_adopt_current (&c, N1);
+  /* A is back and resynced by B. */
+  ck_assert_int_eq (uuid_compare (&b_a, &a, NULL), UUID_SYNC_SOURCE_BITMAP);
+  uuid_resync_finished_target (&a, &b_a);
+  uuid_resync_finished_source (&b_a);
+  b = view_of (&b_a, 0);
+  expect (&b, &a, UUID_NO_SYNC, UUID_RULE_SAME);
+
+  /* C goes away; B's next write starts a generation for C's sake. */
+  b_c = view_of (&b, 0);
+  uuid_new_current (&b_c, N2);
+  b = view_of (&b_c, 0);
+  expect (&b_c, &c, UUID_SYNC_SOURCE_BITMAP, UUID_RULE_BITMAP_LOCAL);
+  /* A, a resync target of B at that moment, takes B's view of A. */
+  b_a = view_of (&b, 0);
+  uuid_resync_finished_target (&a, &b_a);
+  ck_assert_uint_eq (a.gu_current, N2);
+  ck_assert_uint_eq (a.gu_history[0], N1);
+  ck_assert_uint_eq (a.gu_history[1], x);
+  /* C, still at N1, comes back and meets A first. */
+  expect (&a, &c, UUID_SYNC_SOURCE_FULL, UUID_RULE_HISTORY_LOCAL);
+}
+END_TEST
+
 /* ---- The helpers one by one. */
 
 START_TEST (test_new_current)
@@ -707,10 +761,13 @@ START_TEST (test_new_current)
   ck_assert_uint_eq (u.gu_bitmap, 0);
   ck_assert_uint_eq (u.gu_history[0], 0);
 
+  /* The old current UUID goes into the history even when the bitmap
+   * UUID takes it: the history is shared by every peer's view. */
   u = gu (X, 0, 0, 0, C);
   uuid_new_current (&u, N1);
   ck_assert_uint_eq (u.gu_bitmap, X);
-  ck_assert_uint_eq (u.gu_history[0], 0);
+  ck_assert_uint_eq (u.gu_history[0], X);
+  ck_assert_uint_eq (u.gu_history[1], 0);
   uuid_new_current (&u, N2);
   uuid_new_current (&u, N3);
   ck_assert_uint_eq (u.gu_current, N3);
@@ -719,12 +776,13 @@ START_TEST (test_new_current)
   ck_assert_uint_eq (u.gu_history[1], N1);
   ck_assert_uint_eq (u.gu_flags, C);
 
-  /* A bitmap UUID equal to the current one (a resumable full sync) is
-   * not repeated in the history. */
+  /* A bitmap UUID equal to the current one (a resumable full sync)
+   * stays; the history takes X as well. */
   u = gu (X, X, 0, 0, C);
   uuid_new_current (&u, N1);
   ck_assert_uint_eq (u.gu_bitmap, X);
-  ck_assert_uint_eq (u.gu_history[0], 0);
+  ck_assert_uint_eq (u.gu_history[0], X);
+  ck_assert_uint_eq (u.gu_history[1], 0);
 
   u = gu (X, 0, Y, 0, C);
   uuid_adopt_current (&u, N1);
@@ -976,6 +1034,7 @@ uuid_compare_suite (void)
   tcase_add_test (tc, test_scenario_interrupted_full_sync);
   tcase_add_test (tc, test_scenario_forced_inconsistent);
   tcase_add_test (tc, test_scenario_three_nodes);
+  tcase_add_test (tc, test_scenario_three_nodes_shared_history);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("helpers");
