@@ -403,7 +403,15 @@ gen_before_write (struct repl_node *node)
         old != UUID_JUST_CREATED && old != 0)
       sb.ms_peers[q->pr_md_slot].mp_bitmap_uuid = old;
   }
-  r = meta_write_super_locked (node, &sb);
+  {
+    struct md_super before = node->n_md.md_super;
+
+    r = meta_write_super_locked (node, &sb);
+    if (r == 0) {
+      node->n_gen_before = before;
+      atomic_store (&node->n_gen_unacked, true);
+    }
+  }
   pthread_mutex_unlock (&node->n_md_io_lock);
   if (r == -1) {
     atomic_store (&node->n_gen_pending, true);
@@ -415,6 +423,51 @@ gen_before_write (struct repl_node *node)
   for (i = 0; i < node->n_npeers; i++)
     if (!away[i])
       sync_send_uuids (node->n_peers[i]);
+}
+
+/* The Primary lost quorum before any write of the generation that
+ * gen_before_write started was acknowledged: that generation holds no
+ * data anybody was promised, only the failed writes (marked for the
+ * peers, and resynced over by whoever has the data).  It is withdrawn:
+ * the generation UUIDs go back to what they were, so that this node,
+ * when it comes back, is behind the others (or in their generation),
+ * never the other half of a split brain with a node promoted meanwhile
+ * from the same parent (its quorum was counted from a peer heard a
+ * moment before it was cut off too).  The next write with quorum starts
+ * a generation again.  Called when quorum is lost (role.c). */
+void
+gen_withdraw (struct repl_node *node)
+{
+  struct md_super sb;
+  uint64_t fresh;
+  unsigned i;
+  int r;
+
+  if (!atomic_exchange (&node->n_gen_unacked, false))
+    return;
+  pthread_mutex_lock (&node->n_md_io_lock);
+  sb = node->n_md.md_super;
+  fresh = sb.ms_current_uuid;
+  sb.ms_current_uuid = node->n_gen_before.ms_current_uuid;
+  for (i = 0; i < MD_UUID_HISTORY; i++)
+    sb.ms_history_uuid[i] = node->n_gen_before.ms_history_uuid[i];
+  /* The bitmap UUIDs the generation gave the away peers (the bits stay:
+   * they are the failed writes). */
+  for (i = 0; i < sb.ms_geom.mg_npeers; i++)
+    if (node->n_gen_before.ms_peers[i].mp_bitmap_uuid == 0 &&
+        sb.ms_peers[i].mp_bitmap_uuid == sb.ms_current_uuid)
+      sb.ms_peers[i].mp_bitmap_uuid = 0;
+  r = meta_write_super_locked (node, &sb);
+  pthread_mutex_unlock (&node->n_md_io_lock);
+  if (r == -1) {
+    log_error ("node %s: cannot write the metadata to withdraw generation "
+               "%016" PRIx64, node->n_self->nc_name, fresh);
+    return;
+  }
+  atomic_store (&node->n_gen_pending, true);
+  log_info ("node %s: quorum lost before any write of generation %016"
+            PRIx64 " was acknowledged: withdrawn, back to %016" PRIx64,
+            node->n_self->nc_name, fresh, sb.ms_current_uuid);
 }
 
 /* A storage node whose primary is diskless: that primary starts the new

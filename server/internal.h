@@ -746,6 +746,11 @@ struct repl_node {
                                    SyncTarget), or -1: one at a time
                                    (peer-sync.c) */
   bool n_quorum;                /* as of the last peer change (role.c) */
+  atomic_bool n_gen_unacked;    /* gen_before_write started a generation
+                                   and no write has been acknowledged in
+                                   it yet (gen_withdraw) */
+  struct md_super n_gen_before; /* ... the superblock before it
+                                   (n_md_io_lock) */
   atomic_bool n_gen_pending;    /* a peer may be away with bitmap UUID 0:
                                    check before the next write
                                    (gen_before_write) */
@@ -837,6 +842,7 @@ extern int gen_resync_finished_source (struct repl_node *node,
 extern int gen_adopt_current (struct repl_node *node, struct peer *p,
                               uint64_t uuid);
 extern void gen_before_write (struct repl_node *node);
+extern void gen_withdraw (struct repl_node *node);
 extern int gen_force_primary (struct repl_node *node);
 extern int meta_al_begin (struct repl_node *node, uint64_t offset,
                           uint64_t len);

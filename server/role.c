@@ -56,7 +56,7 @@ node_has_quorum (struct repl_node *node)
 void
 node_quorum_changed (struct repl_node *node)
 {
-  bool q = node_has_quorum (node);
+  bool q = node_has_quorum (node), withdraw;
 
   pthread_mutex_lock (&node->n_lock);
   if (q != node->n_quorum) {
@@ -76,8 +76,12 @@ node_quorum_changed (struct repl_node *node)
                    ? "are suspended" : "fail with EIO");
     }
   }
+  withdraw = !q && node->n_role == REPL_ROLE_PRIMARY;
   pthread_cond_broadcast (&node->n_cond);
   pthread_mutex_unlock (&node->n_lock);
+  /* A generation nobody was promised a write in goes (generation.c). */
+  if (withdraw)
+    gen_withdraw (node);
 }
 
 /* The write path: may a write go on?  Only on the primary (EROFS), and
@@ -123,12 +127,16 @@ role_check_write (struct repl_node *node)
 int
 role_complete_write (struct repl_node *node, bool lost)
 {
-  if (!lost || node->n_cfg.cf_quorum == REPL_QUORUM_OFF)
+  if (!lost || node->n_cfg.cf_quorum == REPL_QUORUM_OFF ||
+      /* Counted afresh: n_quorum is updated only once the peer thread
+       * has torn the connection down, after this writer was
+       * released. */
+      node_has_quorum (node)) {
+    /* Acknowledged: the generation holds a promised write now. */
+    if (atomic_load_explicit (&node->n_gen_unacked, memory_order_relaxed))
+      atomic_store (&node->n_gen_unacked, false);
     return 0;
-  /* Counted afresh: n_quorum is updated only once the peer thread has
-   * torn the connection down, after this writer was released. */
-  if (node_has_quorum (node))
-    return 0;
+  }
   node_quorum_changed (node);
   if (!node->n_cfg.cf_on_no_quorum_suspend) {
     errno = EIO;

@@ -76,6 +76,8 @@ node_set_role_locked (struct repl_node *node, enum repl_role role)
   ASSERT_LOCKED (&node->n_lock);
   if (node->n_role != role)
     events_resource (node, "role:%s", role_name (role));
+  if (role != REPL_ROLE_PRIMARY)    /* its generation is the others' now */
+    atomic_store (&node->n_gen_unacked, false);
   node->n_role = role;
   if (role == REPL_ROLE_PRIMARY)
     node->n_primary_id = node->n_self->nc_id;

@@ -66,12 +66,11 @@ expect_violation "block $other: misdirected" "$tmpdir/moved.img"
 info "ok: the checker finds lost, torn and misdirected writes and divergence"
 
 # ---- random faults ----
-# Only the class the engine survives today: with 3 nodes, kill (a
-# restarted crashed primary never resyncs its activity log), stop (a
-# split brain between two secondaries after overlapping freezes) and
-# promote (split brain, acknowledged writes lost on a replica that
-# reports itself in sync) still fail for some seeds.  Widen this as the
-# engine is fixed.
+# make check replays fixed schedules, each CLASSES:SEED: partitions,
+# and partitions with promotions (seed 101 once ended in a split brain:
+# a Primary cut off started a generation it could not keep; it is
+# withdrawn now, generation.c).  FAULT_CLASSES and FAULT_SEEDS, or
+# FAULT_RUNS, choose others.
 classes=${FAULT_CLASSES:-partition}
 # Under the sanitizers (scripts/sanitize sets ASAN_OPTIONS) only the
 # checker's self-test above runs: ASan slows every node several times
@@ -91,18 +90,21 @@ nodes=${FAULT_NODES:-3}
 if [ -n "${FAULT_RUNS:-}" ]; then
     seeds=${FAULT_SEEDS:-$(for (( i=0; i<runs; i++ )); do echo $((RANDOM * 32768 + RANDOM + 1)); done)}
 else
-    seeds=${FAULT_SEEDS:-657802663 664937664}
+    seeds=${FAULT_SEEDS:-partition:657802663 partition,promote:101}
 fi
 failed=()
-for seed in $seeds; do
+for entry in $seeds; do
+    seed=${entry##*:}
+    run_classes=$classes
+    [ "$entry" = "$seed" ] || run_classes=${entry%:*}
     if ! timeout $((secs + 400)) /usr/bin/python3 "$(dirname "$0")/fault-random.py" \
             --seed "$seed" --nodes "$nodes" ${FAULT_DISKLESS:+--diskless} \
-            --duration "$secs" --faults "$classes" >"$tmpdir/run-$seed.out" 2>&1; then
-        failed+=("$seed")
+            --duration "$secs" --faults "$run_classes" >"$tmpdir/run-$seed.out" 2>&1; then
+        failed+=("$run_classes:$seed")
         grep -v "refusing client" "$tmpdir/run-$seed.out" | tail -n 60
     fi
     grep "seed $seed: \(PASS\|FAIL\)" "$tmpdir/run-$seed.out" || echo "seed $seed: no verdict"
 done
 [ ${#failed[@]} -eq 0 ] ||
-    fail "faults $classes, $nodes nodes: failed with seeds ${failed[*]}"
-info "ok: $(wc -w <<<"$seeds") runs of ${secs}s ($classes, $nodes nodes): every acknowledged write kept, replicas identical"
+    fail "$nodes nodes: failed: ${failed[*]}"
+info "ok: $(wc -w <<<"$seeds") runs of ${secs}s, $nodes nodes ($seeds): every acknowledged write kept, replicas identical"
