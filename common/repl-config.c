@@ -1487,7 +1487,7 @@ enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_QUORUM,
        TOP_ON_NO_QUORUM, TOP_AFTER_SB_0PRI, TOP_AFTER_SB_1PRI, TOP_NET,
        TOP_METADATA, TOP_RESYNC, TOP_HANDLERS, TOP_READ_BALANCING,
        TOP_SECRET, TOP_SECRET_FILE, TOP_DATA_INTEGRITY, TOP_TLS, TOP_TLS_CA,
-       TOP_TLS_CERT, TOP_TLS_KEY, TOP_NODES, TOP_NKEYS };
+       TOP_TLS_CERT, TOP_TLS_KEY, TOP_NODES, TOP_FENCING, TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
@@ -1510,6 +1510,7 @@ static const char *const top_keys[TOP_NKEYS] = {
   [TOP_TLS_CERT] = "tls-cert",
   [TOP_TLS_KEY] = "tls-key",
   [TOP_NODES] = "nodes",
+  [TOP_FENCING] = "fencing",
 };
 
 /* secret: the shared secret of the resource, as written (at least
@@ -1792,9 +1793,33 @@ parse_top (struct loader *ld, struct repl_config *cfg)
     return -1;
   if (vals[TOP_RESYNC] && parse_resync (ld, vals[TOP_RESYNC], cfg) == -1)
     return -1;
+  if (vals[TOP_FENCING]) {
+    if (get_text (ld, "", keys[TOP_FENCING], vals[TOP_FENCING], &s) == -1)
+      return -1;
+    if (strcmp (s, "dont-care") == 0)
+      cfg->cf_fencing = REPL_FENCING_DONT_CARE;
+    else if (strcmp (s, "resource-only") == 0)
+      cfg->cf_fencing = REPL_FENCING_RESOURCE_ONLY;
+    else if (strcmp (s, "resource-and-stonith") == 0)
+      cfg->cf_fencing = REPL_FENCING_RESOURCE_AND_STONITH;
+    else {
+      load_error (ld, node_line (vals[TOP_FENCING]), "fencing: '%s' is not "
+                  "dont-care, resource-only or resource-and-stonith", s);
+      return -1;
+    }
+  }
   if (vals[TOP_HANDLERS] &&
       parse_handlers (ld, vals[TOP_HANDLERS], cfg) == -1)
     return -1;
+  if (cfg->cf_fencing != REPL_FENCING_DONT_CARE &&
+      cfg->cf_handlers[REPL_HANDLER_FENCE_PEER] == NULL) {
+    load_error (ld, node_line (vals[TOP_FENCING]), "fencing: %s needs a "
+                "fence-peer handler (handlers: fence-peer: COMMAND), which "
+                "tells whether the peer was fenced",
+                cfg->cf_fencing == REPL_FENCING_RESOURCE_ONLY
+                ? "resource-only" : "resource-and-stonith");
+    return -1;
+  }
 
   if (vals[TOP_DATA_INTEGRITY]) {
     if (get_text (ld, "", keys[TOP_DATA_INTEGRITY], vals[TOP_DATA_INTEGRITY],

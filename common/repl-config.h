@@ -123,6 +123,17 @@ enum repl_quorum {
   REPL_QUORUM_ALL,
 };
 
+/* fencing (DRBD's): what losing a peer does to a Primary's writes.
+ * dont-care: they go on at once.  resource-only and resource-and-stonith:
+ * they are suspended until the fence-peer handler has told, by its exit
+ * status, that the peer cannot have data newer than ours or take over
+ * (see the plugin man page). */
+enum repl_fencing {
+  REPL_FENCING_DONT_CARE = 0,
+  REPL_FENCING_RESOURCE_ONLY,
+  REPL_FENCING_RESOURCE_AND_STONITH,
+};
+
 struct repl_node_cfg {
   char *nc_name;
   unsigned nc_id;
@@ -189,6 +200,8 @@ struct repl_config {
   enum repl_quorum cf_quorum;   /* never REPL_QUORUM_DEFAULT after load */
   char *cf_handlers[REPL_HANDLER_NKEYS]; /* commands (handler.c), or NULL */
   bool cf_on_no_quorum_suspend; /* suspend writes (else fail them) */
+  enum repl_fencing cf_fencing; /* fencing: what losing a peer does to
+                                   writes (role.c); default dont-care */
   enum repl_sb_policy cf_after_sb_0pri;   /* neither node primary */
   enum repl_sb_policy cf_after_sb_1pri;   /* one node primary */
   unsigned cf_ping_interval_ms;     /* default 1000 */

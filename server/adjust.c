@@ -142,6 +142,7 @@ apply (struct repl_config *cur, struct repl_config *new,
   SET (cf_auto_promote, "auto-promote", "s", YESNO);
   SET (cf_quorum, "quorum", "d", (int));
   SET (cf_on_no_quorum_suspend, "on-no-quorum suspend-io", "s", YESNO);
+  SET (cf_fencing, "fencing", "d", (int));
   SET (cf_after_sb_0pri, "after-sb-0pri", "d", (int));
   SET (cf_after_sb_1pri, "after-sb-1pri", "d", (int));
   SET (cf_read_balancing, "read-balancing", "d", (int));

@@ -46,6 +46,7 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#include "cleanup.h"
 #include "internal.h"
 #include "log.h"
 #include "sockets.h"
@@ -365,6 +366,17 @@ buf_json_string (struct buf *b, const char *s)
 /* How the replication link is protected: "off", "psk" or
  * "certificates" (peer-tls.c). */
 static const char *
+fencing_name (enum repl_fencing f)
+{
+  switch (f) {
+  case REPL_FENCING_DONT_CARE: return "dont-care";
+  case REPL_FENCING_RESOURCE_ONLY: return "resource-only";
+  case REPL_FENCING_RESOURCE_AND_STONITH: return "resource-and-stonith";
+  }
+  return "?";
+}
+
+static const char *
 link_tls (const struct repl_node *node)
 {
   if (!node->n_cfg.cf_tls)
@@ -620,8 +632,16 @@ control_status (struct repl_node *node, bool json)
   bool primary;
   size_t i;
   uint64_t in_flight = atomic_load (&node->n_requests_in_flight);
+  const char *held;             /* why writes wait, or NULL */
 
   snapshot_node (node, &ns);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+    held = node->n_fence_failed ? "fence-failed"
+         : node->n_fencing > 0 ? "fencing"
+         : node->n_role == REPL_ROLE_PRIMARY && !node->n_quorum &&
+           node->n_cfg.cf_on_no_quorum_suspend ? "no-quorum" : NULL;
+  }
   primary = ns.role == REPL_ROLE_PRIMARY;
   for (i = 0; i < node->n_npeers; i++)
     snapshot_peer (node->n_peers[i], primary, &snaps[i]);
@@ -644,9 +664,15 @@ control_status (struct repl_node *node, bool json)
                 (uint64_t) atomic_load (&node->n_reads),
                 (uint64_t) atomic_load (&node->n_read_bytes));
     json_node_meta (&b, node, &ns);
-    buf_printf (&b, ",\"quorum\":%s,\"auto_promote\":%s",
+    buf_printf (&b, ",\"quorum\":%s,\"auto_promote\":%s,\"fencing\":\"%s\","
+                "\"writes_held\":",
                 node_has_quorum (node) ? "true" : "false",
-                node->n_cfg.cf_auto_promote ? "true" : "false");
+                node->n_cfg.cf_auto_promote ? "true" : "false",
+                fencing_name (node->n_cfg.cf_fencing));
+    if (held != NULL)
+      buf_printf (&b, "\"%s\"", held);
+    else
+      buf_printf (&b, "null");
     buf_printf (&b, ",\"tls\":\"%s\",\"auth\":%s,\"data_integrity\":\"%s\""
                 ",\"cork\":%s",
                 link_tls (node), node->n_cfg.cf_secret_len ? "true" : "false",
@@ -701,6 +727,11 @@ control_status (struct repl_node *node, bool json)
                 node->n_cfg.cf_secret_len ? "secret" : "NONE",
                 node->n_cfg.cf_data_integrity ? "crc32c" : "none",
                 node->n_cfg.cf_cork ? "on" : "off");
+    if (held != NULL)
+      buf_printf (&b, "  writes: HELD (%s)%s\n", held,
+                  strcmp (held, "fence-failed") == 0
+                  ? ": replctl resume-io once the peer cannot take over"
+                  : "");
     if (node->n_cfg.cf_quorum != REPL_QUORUM_OFF)
       buf_printf (&b, "  quorum:%s (%s, on loss: %s)\n",
                   node_has_quorum (node) ? "yes" : "NO",
@@ -923,6 +954,16 @@ serve (struct repl_node *node, int fd, const struct ucred *cred)
       snprintf (msg, sizeof msg, "error: %s: %.256s\n", verb, err);
     else
       snprintf (msg, sizeof msg, "%s %.64s: done\n", verb, name);
+    sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
+    return false;
+  }
+  else if (strcmp (cmd, "resume-io") == 0) {
+    char err[256], msg[320];
+
+    if (engine_resume_io (node, err, sizeof err) == -1)
+      snprintf (msg, sizeof msg, "error: resume-io: %.256s\n", err);
+    else
+      snprintf (msg, sizeof msg, "writes resumed\n");
     sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
     return false;
   }

@@ -55,7 +55,8 @@ struct reap {
   pid_t rp_pid;
   unsigned rp_slot;             /* in hd_pids */
   const char *rp_event;
-  const struct peer *rp_peer;
+  struct peer *rp_peer;
+  handler_done_fn *rp_done;     /* told the exit status, or NULL */
   char rp_what[96];
 };
 
@@ -130,6 +131,8 @@ reaper (void *arg)
   else if (WIFSIGNALED (status))
     code = 128 + WTERMSIG (status);     /* as the shell reports it */
   events_helper (rp->rp_node, rp->rp_event, rp->rp_peer, code);
+  if (rp->rp_done)
+    rp->rp_done (rp->rp_node, rp->rp_peer, code);
   free (rp);
   thread_set_finish (&hd->hd_reapers);
   return NULL;
@@ -186,6 +189,18 @@ void
 handler_run (struct repl_node *node, enum repl_handler h,
              const struct peer *p)
 {
+  handler_run_then (node, h, (struct peer *) p, NULL);
+}
+
+/* Run handler h (for peer p, or NULL) in the background; done, unless
+ * NULL, is told its exit status (128 + the signal if a signal ended
+ * it; -1 if it could not run at all) from the thread that reaps it. */
+void
+handler_run_then (struct repl_node *node, enum repl_handler h,
+                  struct peer *p, handler_done_fn *done)
+{
+  int status = -1;              /* for done, if it never runs */
+
   const char *cmd = node->n_cfg.cf_handlers[h];
   const char *event = config_handler_name (h);
   char *shell_argv[] = { (char *) "sh", (char *) "-c", (char *) cmd, NULL };
@@ -202,7 +217,7 @@ handler_run (struct repl_node *node, enum repl_handler h,
   int err;
 
   if (cmd == NULL)
-    return;
+    goto out;
   vars[nvars++] = (char *) "PATH=" HANDLER_PATH;
   if (asprintf (&vars[nvars++], "NBDREPL_EVENT=%s", event) == -1 ||
       asprintf (&vars[nvars++], "NBDREPL_RESOURCE=%s",
@@ -268,6 +283,7 @@ handler_run (struct repl_node *node, enum repl_handler h,
   rp->rp_slot = slot;
   rp->rp_event = event;
   rp->rp_peer = p;
+  rp->rp_done = done;
   snprintf (rp->rp_what, sizeof rp->rp_what, "handler %s (pid %d)", event,
             (int) pid);
   /* A free slot means a free thread in the set (both HANDLERS_MAX). */
@@ -276,23 +292,26 @@ handler_run (struct repl_node *node, enum repl_handler h,
                "now)", event);
     /* reaper's thread_set_finish needs a counted thread: do it here. */
     {
-      int status;
+      int ws;
 
-      while (waitpid (pid, &status, 0) == -1 && errno == EINTR)
+      while (waitpid (pid, &ws, 0) == -1 && errno == EINTR)
         ;
       pthread_mutex_lock (&hd->hd_lock);
       hd->hd_pids[slot] = 0;
       pthread_mutex_unlock (&hd->hd_lock);
-      events_helper (node, event, p,
-                     WIFEXITED (status) ? WEXITSTATUS (status) : 128);
+      status = WIFEXITED (ws) ? WEXITSTATUS (ws) : 128;
+      events_helper (node, event, p, status);
     }
     goto out;
   }
   rp = NULL;
+  done = NULL;                  /* the reaper tells it */
 
  out:
   free (rp);
   free (words);
   for (i = 1; i < nvars; i++)   /* vars[0], PATH, is static */
     free (vars[i]);
+  if (done != NULL)
+    done (node, p, status);
 }

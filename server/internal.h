@@ -527,7 +527,7 @@ extern int secondary_apply_resync_done (struct conn *c, const struct rx_msg *m);
 
 /* peer-sync.c */
 extern void sync_on_connect (struct conn *c, const struct repl_hello *h);
-extern void sync_on_lost (struct conn *c);
+extern void sync_on_lost (struct conn *c, bool fence);
 extern void sync_send_uuids (struct peer *p);
 extern bool sync_claim_source (struct peer *p, bool preempt);
 extern int sync_follow_primary (struct conn *c);
@@ -746,6 +746,10 @@ struct repl_node {
                                    SyncTarget), or -1: one at a time
                                    (peer-sync.c) */
   bool n_quorum;                /* as of the last peer change (role.c) */
+  unsigned n_fencing;           /* fence-peer handlers running under
+                                   fencing: writes wait (role.c) */
+  bool n_fence_failed;          /* one failed: writes wait until
+                                   replctl resume-io */
   atomic_bool n_gen_unacked;    /* gen_before_write started a generation
                                    and no write has been acknowledged in
                                    it yet (gen_withdraw) */
@@ -853,11 +857,20 @@ extern void meta_al_end (struct repl_node *node, uint64_t offset,
 extern void handlers_init (struct handlers *hd);
 extern void handlers_stop (struct repl_node *node);
 extern void handlers_destroy (struct handlers *hd);
+typedef void handler_done_fn (struct repl_node *node, struct peer *p,
+                              int status);
 extern void handler_run (struct repl_node *node, enum repl_handler h,
                          const struct peer *p);
+extern void handler_run_then (struct repl_node *node, enum repl_handler h,
+                              struct peer *p, handler_done_fn *done);
 
 /* role.c */
 extern int role_handle_state (struct conn *c, const struct repl_hdr *h);
+extern bool role_fence_begin (struct repl_node *node, struct conn *c);
+extern void role_fence_done (struct repl_node *node, struct peer *p,
+                             int status);
+extern int engine_resume_io (struct repl_node *node, char *err,
+                             size_t errlen);
 extern bool role_auto_promote_locked (struct repl_node *node);
 extern bool role_auto_demote_locked (struct repl_node *node);
 extern void role_changed (struct repl_node *node);

@@ -454,9 +454,11 @@ reconcile (struct repl_node *node, struct peer *primary)
 
 static int check_newer_peer (struct peer *q);
 
-/* Connection c was lost (and torn down). */
+/* Connection c was lost (and torn down).  With fence (role_fence_begin
+ * counted it before the writers were released) the fence-peer handler
+ * decides when writes go on (role_fence_done). */
 void
-sync_on_lost (struct conn *c)
+sync_on_lost (struct conn *c, bool fence)
 {
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
@@ -479,6 +481,11 @@ sync_on_lost (struct conn *c)
           check_newer_peer (node->n_peers[i]) == -1)
         log_error ("peer %s: cannot write metadata",
                    node->n_peers[i]->pr_cfg->nc_name);
+  }
+  if (fence) {
+    handler_run_then (node, REPL_HANDLER_FENCE_PEER, p, role_fence_done);
+    atomic_store (&node->n_gen_pending, true);
+    return;
   }
   if (node_role (node) != REPL_ROLE_PRIMARY || node->n_diskless ||
       p->pr_cfg->nc_diskless)

@@ -602,7 +602,7 @@ peer_thread (void *arg)
   while ((c = establish (p)) != NULL) {
     struct timeval tv;
     int fd = c->c_fd;
-    bool primary;
+    bool primary, fence;
 
     /* A send that makes no progress for `timeout` fails, so a stalled
      * peer can never block a sender for ever. */
@@ -646,6 +646,9 @@ peer_thread (void *arg)
     conn_receive_loop (c);
 
     primary = node_role (node) == REPL_ROLE_PRIMARY;
+    /* fencing: writes wait for the fence-peer handler, counted before
+     * the teardown releases the writers that waited for this peer. */
+    fence = role_fence_begin (node, c);
     pthread_mutex_lock (&p->pr_lock);
     /* The receive loop only returns after conn_fail. */
     disconnected_locked (p, c, primary);
@@ -658,7 +661,7 @@ peer_thread (void *arg)
     pthread_mutex_unlock (&node->n_lock);
     log_info ("peer %s: disconnected", name);
     node_quorum_changed (node);
-    sync_on_lost (c);
+    sync_on_lost (c, fence);
     conn_put (c);
   }
   return NULL;

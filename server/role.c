@@ -97,8 +97,9 @@ role_check_write (struct repl_node *node)
 
   pthread_mutex_lock (&node->n_lock);
   primary = node->n_role == REPL_ROLE_PRIMARY;
-  while (primary && !node->n_quorum && !node->n_stopping &&
-         node->n_cfg.cf_on_no_quorum_suspend)
+  while (primary && !node->n_stopping &&
+         ((!node->n_quorum && node->n_cfg.cf_on_no_quorum_suspend) ||
+          node->n_fencing > 0 || node->n_fence_failed))
     pthread_cond_wait (&node->n_cond, &node->n_lock);
   if (!primary || !node->n_quorum)
     r = -1;
@@ -127,6 +128,18 @@ role_check_write (struct repl_node *node)
 int
 role_complete_write (struct repl_node *node, bool lost)
 {
+  /* fencing: a write that lost a peer is done only once that peer is
+   * fenced (it cannot take over with data older than this write). */
+  if (lost && node->n_cfg.cf_fencing != REPL_FENCING_DONT_CARE) {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+    while ((node->n_fencing > 0 || node->n_fence_failed) &&
+           !node->n_stopping)
+      pthread_cond_wait (&node->n_cond, &node->n_lock);
+    if (node->n_fencing > 0 || node->n_fence_failed) {
+      errno = EIO;
+      return -1;
+    }
+  }
   if (!lost || node->n_cfg.cf_quorum == REPL_QUORUM_OFF ||
       /* Counted afresh: n_quorum is updated only once the peer thread
        * has torn the connection down, after this writer was
