@@ -238,7 +238,7 @@ struct hs_slot {
  *   set at creation, then read-only: the first block;
  *   the reader (whoever holds c_rx_busy, peer-receive.c): c_expect_seq,
  *     c_away_mask and *c_rx;
- *   atomic: c_refs, c_last_recv_ns;
+ *   atomic: c_refs, c_last_recv_ns, c_heard;
  *   its peer's pr_lock: everything else. */
 struct conn {
   uint32_t c_magic;
@@ -283,6 +283,11 @@ struct conn {
   uint64_t c_rx_writer_ns;      /* when a writer last read or wanted to */
   uint64_t c_expect_seq;        /* next seq the peer must send (reader) */
   _Atomic uint64_t c_last_recv_ns;
+  atomic_bool c_heard;          /* a message came after the handshake:
+                                   the peer took the connection too (it
+                                   may refuse it at the end of its own
+                                   handshake); only then does it count
+                                   for quorum (role.c) */
   struct out_msg c_ack_msg;     /* the receiver's ACK or NACK: its memory
                                    outlives the receiver's frame */
   struct out_msg c_goodbye_msg; /* sent once when we shut down */

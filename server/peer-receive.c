@@ -472,6 +472,11 @@ rx_step (struct conn *c, struct rx *rx)
   }
   c->c_last_recv_ns = now_ns ();
   rx->rx_fill += r;
+  if (!atomic_load_explicit (&c->c_heard, memory_order_relaxed)) {
+    /* The peer took the connection: it counts for quorum now. */
+    atomic_store (&c->c_heard, true);
+    node_quorum_changed (c->c_peer->pr_node);
+  }
 
   used = handle_batch (c, rx, buf, rx->rx_fill);
   if (used == -1)

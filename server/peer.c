@@ -557,7 +557,9 @@ connected_locked (struct peer *p, struct conn *c)
   c->c_id = ++p->pr_nconns;
   c->c_sndbuf = getsockopt (c->c_fd, SOL_SOCKET, SO_SNDBUF, &sz, &len) == 0
                 ? sz : 0;
-  c->c_last_recv_ns = c->c_last_ping_ns = c->c_connected_ns = now;
+  c->c_last_recv_ns = c->c_connected_ns = now;
+  c->c_last_ping_ns = 0;        /* the ticker pings at once: the peer
+                                   hears from us (c_heard) */
   p->pr_conn = conn_get (c);
   peer_set_conn_locked (p, CONN_CONNECTED);
   peer_set_repl_locked (p, REPL_ESTABLISHED);

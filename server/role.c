@@ -31,17 +31,19 @@ node_has_quorum (struct repl_node *node)
 
   if (node->n_cfg.cf_quorum == REPL_QUORUM_OFF)
     return true;
-  /* A peer counts if it is connected and was heard from within
-   * ping-timeout: a node that was frozen (SIGSTOP, a VM paused) still
-   * shows its old connections as up until its ticker looks, while the
-   * others may have given it up and promoted another node. */
+  /* A peer counts if it is connected, has sent something on this
+   * connection (c_heard: a peer that refuses it at the end of its own
+   * handshake never does) and was heard from within ping-timeout: a
+   * node that was frozen (SIGSTOP, a VM paused) still shows its old
+   * connections as up until its ticker looks, while the others may have
+   * given it up and promoted another node. */
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *p = node->n_peers[i];
     struct conn *c;
     uint64_t last;
 
     pthread_mutex_lock (&p->pr_lock);
-    if ((c = peer_conn_locked (p)) != NULL) {
+    if ((c = peer_conn_locked (p)) != NULL && atomic_load (&c->c_heard)) {
       last = atomic_load (&c->c_last_recv_ns);
       if (last >= now || now - last <= fresh)
         votes++;

@@ -22,6 +22,10 @@ fi
 
 srcdir=$(cd "$(dirname "$0")/.." && pwd)
 start=$SECONDS
+if ! git -C "$srcdir" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    echo "$test_name: scripts/build-deb packages git's files: skipped outside a git checkout ($srcdir)"
+    exit 77
+fi
 
 # One package test at a time on a machine: they install the same package.
 exec 9>/tmp/nbdrepl-test-package.lock
