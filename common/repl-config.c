@@ -1487,7 +1487,8 @@ enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_QUORUM,
        TOP_ON_NO_QUORUM, TOP_AFTER_SB_0PRI, TOP_AFTER_SB_1PRI, TOP_NET,
        TOP_METADATA, TOP_RESYNC, TOP_HANDLERS, TOP_READ_BALANCING,
        TOP_SECRET, TOP_SECRET_FILE, TOP_DATA_INTEGRITY, TOP_TLS, TOP_TLS_CA,
-       TOP_TLS_CERT, TOP_TLS_KEY, TOP_NODES, TOP_FENCING, TOP_NKEYS };
+       TOP_TLS_CERT, TOP_TLS_KEY, TOP_NODES, TOP_FENCING, TOP_FENCING_TIMEOUT,
+       TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
@@ -1511,6 +1512,7 @@ static const char *const top_keys[TOP_NKEYS] = {
   [TOP_TLS_KEY] = "tls-key",
   [TOP_NODES] = "nodes",
   [TOP_FENCING] = "fencing",
+  [TOP_FENCING_TIMEOUT] = "fencing-timeout",
 };
 
 /* secret: the shared secret of the resource, as written (at least
@@ -1807,6 +1809,21 @@ parse_top (struct loader *ld, struct repl_config *cfg)
                   "dont-care, resource-only or resource-and-stonith", s);
       return -1;
     }
+  }
+  cfg->cf_fencing_timeout_ms = 60000;
+  if (vals[TOP_FENCING_TIMEOUT]) {
+    unsigned long ms;
+
+    if (get_number_text (ld, "", keys[TOP_FENCING_TIMEOUT],
+                         vals[TOP_FENCING_TIMEOUT], &s) == -1)
+      return -1;
+    if (!parse_seconds_ms (s, &ms) || ms < 1000 || ms > 3600000) {
+      load_error (ld, node_line (vals[TOP_FENCING_TIMEOUT]),
+                  "fencing-timeout: '%s' is not a number of seconds from 1 "
+                  "to 3600", s);
+      return -1;
+    }
+    cfg->cf_fencing_timeout_ms = ms;
   }
   if (vals[TOP_HANDLERS] &&
       parse_handlers (ld, vals[TOP_HANDLERS], cfg) == -1)

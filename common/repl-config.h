@@ -202,6 +202,8 @@ struct repl_config {
   bool cf_on_no_quorum_suspend; /* suspend writes (else fail them) */
   enum repl_fencing cf_fencing; /* fencing: what losing a peer does to
                                    writes (role.c); default dont-care */
+  unsigned cf_fencing_timeout_ms; /* a fence-peer handler still running
+                                   after this has failed; default 60 s */
   enum repl_sb_policy cf_after_sb_0pri;   /* neither node primary */
   enum repl_sb_policy cf_after_sb_1pri;   /* one node primary */
   unsigned cf_ping_interval_ms;     /* default 1000 */

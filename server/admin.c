@@ -88,6 +88,39 @@ engine_pause_sync (struct repl_node *node, const char *name, bool pause,
   return 0;
 }
 
+/* replctl outdate: a Secondary declares its data out of date (a fence-peer
+ * handler on the Primary that lost it runs this on it, as DRBD's
+ * drbdadm outdate): from now on it is not promoted without --force and
+ * is a sync target of an UpToDate peer; a restart keeps it. */
+int
+engine_outdate (struct repl_node *node, char *err, size_t errlen)
+{
+  enum repl_disk_state disk;
+
+  if (node->n_diskless) {
+    snprintf (err, errlen, "this node is diskless: it has no data");
+    return -1;
+  }
+  if (node_role (node) == REPL_ROLE_PRIMARY) {
+    snprintf (err, errlen, "this node is Primary: demote it first");
+    return -1;
+  }
+  pthread_mutex_lock (&node->n_lock);
+  disk = node->n_disk;
+  pthread_mutex_unlock (&node->n_lock);
+  if (disk != REPL_DISK_UPTODATE && disk != REPL_DISK_OUTDATED) {
+    snprintf (err, errlen, "the disk is %s: nothing to outdate",
+              disk_state_name (disk));
+    return -1;
+  }
+  if (node_outdate (node) == -1) {
+    snprintf (err, errlen, "cannot write the metadata");
+    return -1;
+  }
+  log_info ("node %s: outdated by replctl outdate", node->n_self->nc_name);
+  return 0;
+}
+
 /* replctl verify --stop: a running verify ends at its next request. */
 int
 engine_verify_stop (struct repl_node *node, char *err, size_t errlen)

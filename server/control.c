@@ -957,13 +957,16 @@ serve (struct repl_node *node, int fd, const struct ucred *cred)
     sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
     return false;
   }
-  else if (strcmp (cmd, "resume-io") == 0) {
+  else if (strcmp (cmd, "resume-io") == 0 || strcmp (cmd, "outdate") == 0) {
     char err[256], msg[320];
+    bool resume = cmd[0] == 'r';
 
-    if (engine_resume_io (node, err, sizeof err) == -1)
-      snprintf (msg, sizeof msg, "error: resume-io: %.256s\n", err);
+    if ((resume ? engine_resume_io (node, err, sizeof err)
+                : engine_outdate (node, err, sizeof err)) == -1)
+      snprintf (msg, sizeof msg, "error: %.10s: %.256s\n", cmd, err);
     else
-      snprintf (msg, sizeof msg, "writes resumed\n");
+      snprintf (msg, sizeof msg, resume ? "writes resumed\n"
+                                        : "Outdated\n");
     sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
     return false;
   }

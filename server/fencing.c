@@ -67,6 +67,9 @@ role_fence_begin (struct repl_node *node, struct conn *c)
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
     if (node->n_fencing++ == 0 && !node->n_fence_failed)
       events_resource (node, "suspended:fencing");
+    atomic_store (&p->pr_fence_epoch, node->n_fence_epoch);
+    node->n_fence_deadline_ns = now_ns () +
+      node->n_cfg.cf_fencing_timeout_ms * UINT64_C (1000000);
     pthread_cond_broadcast (&node->n_cond);
   }
   log_error ("peer %s: lost: writes are held until the fence-peer handler "
@@ -91,6 +94,11 @@ role_fence_done (struct repl_node *node, struct peer *p, int status)
   }
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+    if (atomic_load (&p->pr_fence_epoch) != node->n_fence_epoch) {
+      log_info ("peer %s: fence-peer exited %d after replctl resume-io: "
+                "ignored", p->pr_cfg->nc_name, status);
+      return;
+    }
     if (!ok)
       node->n_fence_failed = true;
     node->n_fencing--;
@@ -109,6 +117,24 @@ role_fence_done (struct repl_node *node, struct peer *p, int status)
                ? "; resource-and-stonith needs it fenced" : "");
 }
 
+/* A fence-peer handler that runs past fencing-timeout has failed: the
+ * writes stay held until replctl resume-io, whatever it says when it
+ * ends.  Called by the ticker. */
+void
+role_fence_check (struct repl_node *node)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+  if (node->n_fencing == 0 || node->n_fence_failed ||
+      now_ns () < node->n_fence_deadline_ns)
+    return;
+  node->n_fence_failed = true;
+  events_resource (node, "suspended:fence-failed");
+  log_error ("node %s: fence-peer has not exited within fencing-timeout "
+             "(%.0f s): writes stay held until replctl resume-io",
+             node->n_self->nc_name,
+             node->n_cfg.cf_fencing_timeout_ms / 1000.0);
+}
+
 /* replctl resume-io: writes held by a failed fence go on (the operator
  * has made sure the peer cannot take over). */
 int
@@ -118,13 +144,16 @@ engine_resume_io (struct repl_node *node, char *err, size_t errlen)
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
     if (!node->n_fence_failed) {
       snprintf (err, errlen, "writes are not held by a failed fence%s",
-                node->n_fencing > 0 ? " (a fence-peer handler still runs)"
-                                    : "");
+                node->n_fencing > 0 ? " (a fence-peer handler still runs: "
+                "wait for it, or for fencing-timeout)" : "");
       return -1;
     }
     node->n_fence_failed = false;
-    if (node->n_fencing == 0)
-      events_resource (node, "suspended:no");
+    /* Fence-peer handlers that still run are not waited for any more
+     * (their ends are ignored: role_fence_done). */
+    node->n_fencing = 0;
+    node->n_fence_epoch++;
+    events_resource (node, "suspended:no");
     pthread_cond_broadcast (&node->n_cond);
   }
   log_info ("node %s: writes resumed by replctl resume-io",

@@ -411,6 +411,8 @@ struct peer {
   /* Storage node (forward.c): a buffer for a diskless primary's reads. */
   void *pr_read_buf;            /* REPL_MAX_PAYLOAD bytes, or NULL */
 
+  _Atomic uint64_t pr_fence_epoch; /* n_fence_epoch when its fence began */
+
   /* Counters for status, over every connection. */
   uint64_t pr_msgs_sent;
   uint64_t pr_bytes_sent;
@@ -536,6 +538,7 @@ extern void sync_on_lost (struct conn *c, bool fence);
 extern void sync_send_uuids (struct peer *p);
 extern bool sync_claim_source (struct peer *p, bool preempt);
 extern int sync_follow_primary (struct conn *c);
+extern int node_outdate (struct repl_node *node);
 extern int drop_marks_between_secondaries (struct peer *p);
 extern int drop_marks_if_copy (struct peer *q);
 extern void sync_release_source (struct peer *p, const char *why);
@@ -566,6 +569,7 @@ extern int engine_pause_sync (struct repl_node *node, const char *name,
                               bool pause, char *err, size_t errlen);
 extern int engine_verify_stop (struct repl_node *node, char *err,
                                size_t errlen);
+extern int engine_outdate (struct repl_node *node, char *err, size_t errlen);
 extern int engine_invalidate_remote (struct repl_node *node,
                                      const char *name, char *err,
                                      size_t errlen);
@@ -755,6 +759,10 @@ struct repl_node {
                                    fencing: writes wait (role.c) */
   bool n_fence_failed;          /* one failed: writes wait until
                                    replctl resume-io */
+  uint64_t n_fence_deadline_ns; /* the last fence started: failed if it
+                                   still runs then */
+  uint64_t n_fence_epoch;       /* bumped by resume-io: fences begun
+                                   before are forgotten */
   atomic_bool n_gen_unacked;    /* gen_before_write started a generation
                                    and no write has been acknowledged in
                                    it yet (gen_withdraw) */
@@ -872,6 +880,7 @@ extern void handler_run_then (struct repl_node *node, enum repl_handler h,
 /* role.c */
 extern int role_handle_state (struct conn *c, const struct repl_hdr *h);
 extern bool role_fence_begin (struct repl_node *node, struct conn *c);
+extern void role_fence_check (struct repl_node *node);
 extern void role_fence_done (struct repl_node *node, struct peer *p,
                              int status);
 extern int engine_resume_io (struct repl_node *node, char *err,

@@ -160,10 +160,11 @@ drop_marks_if_copy (struct peer *q)
   return copy ? drop_marks_between_secondaries (q) : 0;
 }
 
-/* This node learnt that a peer has newer data: an UpToDate disk becomes
- * Outdated, in the metadata too (a restart keeps it). */
-static int
-outdate (struct repl_node *node)
+/* This node learnt that a peer has newer data (or was told so: replctl
+ * outdate): an UpToDate disk becomes Outdated, in the metadata too (a
+ * restart keeps it). */
+int
+node_outdate (struct repl_node *node)
 {
   enum repl_disk_state disk;
 
@@ -221,7 +222,7 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
             uuid_decision_name (d), rule, uuid_rule_name (rule));
   /* The peer has data we lack: until a resync makes us UpToDate again
    * we are Outdated (and, as that, never promoted without --force). */
-  if (uuid_decision_is_target (d) && outdate (node) == -1) {
+  if (uuid_decision_is_target (d) && node_outdate (node) == -1) {
     conn_fail (c, "cannot write metadata");
     return;
   }
@@ -571,7 +572,7 @@ check_newer_peer (struct peer *q)
   log_info ("peer %s: holds newer data (current %016" PRIx64 ", rule %d: "
             "%s)", q->pr_cfg->nc_name, theirs.gu_current, rule,
             uuid_rule_name (rule));
-  return outdate (node);
+  return node_outdate (node);
 }
 
 /* A generation message from the peer.  Returns 0, or -1 once the

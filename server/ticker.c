@@ -102,6 +102,7 @@ ticker_thread (void *arg)
     for (i = 0; i < node->n_npeers; i++)
       check_peer (node, node->n_peers[i], now_ns ());
     role_start_check (node);
+    role_fence_check (node);
     pthread_mutex_lock (&node->n_lock);
 
     ts = deadline_after_ns (TICK_MS * UINT64_C (1000000));

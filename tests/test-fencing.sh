@@ -4,7 +4,9 @@
 # writes after it, complete only after the handler has finished; exit
 # 4 (peer outdated) lets them go on and marks the peer Outdated; a
 # failed fence (exit 1) holds them, status says so, and replctl
-# resume-io lets them go on.  Without a fence-peer handler the
+# resume-io lets them go on; so does a handler still running after
+# fencing-timeout.  replctl outdate on a Secondary: Outdated, not
+# promoted without --force.  Without a fence-peer handler the
 # configuration is refused.
 source "$(dirname "$0")/functions.sh"
 requires jq --version
@@ -23,9 +25,11 @@ grep -q "fencing: resource-only needs a fence-peer handler" <<<"$out" ||
 # The handler records when it ran; its exit status comes from a file.
 fence="$tmpdir/fence"
 echo 4 > "$fence.status"
+echo 2 > "$fence.sleep"
 cat >> "$CONFIG" <<EOT
+fencing-timeout: 4
 handlers:
-  fence-peer: 'sleep 2; date +%s.%N > $fence.done; exit \$(cat $fence.status)'
+  fence-peer: 'sleep \$(cat $fence.sleep); date +%s.%N > $fence.done; exit \$(cat $fence.status)'
 EOT
 start_node node0 role=primary
 start_node node1
@@ -72,4 +76,35 @@ info "exit 1: writes held until resume-io, then done"
 start_node node1
 wait_uptodate node0 30
 same_disks node0 node1
+
+# A handler that runs past fencing-timeout (4 s) has failed.
+echo 7 > "$fence.status"
+echo 8 > "$fence.sleep"
+kill_node node1
+nbdsh -u "$(uri node0)" -c 'h.pwrite(b"\x33" * 65536, 131072)' &
+writer=$!
+wait_for node0 '.writes_held == "fence-failed"' 15
+grep -q "fence-peer has not exited within fencing-timeout (4 s)" "$tmpdir/node0.log" ||
+    fail "the fence timeout is not in the log"
+kill -0 "$writer" 2>/dev/null || fail "a write completed while the fence hung"
+"$REPLCTL" -s "$(sock node0)" resume-io >/dev/null || fail "resume-io failed"
+wait "$writer" || fail "the held write failed after resume-io"
+writer=
+wait_log node0 "fence-peer exited 7 after replctl resume-io: ignored" 15
+info "a fence past fencing-timeout: held until resume-io, its late end ignored"
+start_node node1
+wait_uptodate node0 30
+same_disks node0 node1
+
+# replctl outdate: refused on the Primary; a Secondary is Outdated and
+# not promoted without --force.
+out=$("$REPLCTL" -s "$(sock node0)" outdate 2>&1) && fail "outdate on the Primary: $out"
+grep -q "this node is Primary" <<<"$out" || fail "outdate on the Primary: $out"
+[ "$("$REPLCTL" -s "$(sock node1)" outdate)" = Outdated ] || fail "outdate failed"
+[ "$("$REPLCTL" -s "$(sock node1)" dstate)" = Outdated ] ||
+    fail "dstate after outdate: $("$REPLCTL" -s "$(sock node1)" dstate)"
+"$REPLCTL" -s "$(sock node0)" secondary >/dev/null || fail "demote failed"
+out=$("$REPLCTL" -s "$(sock node1)" primary 2>&1) && fail "an Outdated node was promoted: $out"
+grep -q "not UpToDate" <<<"$out" || fail "promote of an Outdated node: $out"
+info "outdate: Outdated, promotion refused without --force"
 info "ok"
