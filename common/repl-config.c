@@ -1488,7 +1488,7 @@ enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_QUORUM,
        TOP_METADATA, TOP_RESYNC, TOP_HANDLERS, TOP_READ_BALANCING,
        TOP_SECRET, TOP_SECRET_FILE, TOP_DATA_INTEGRITY, TOP_TLS, TOP_TLS_CA,
        TOP_TLS_CERT, TOP_TLS_KEY, TOP_NODES, TOP_FENCING, TOP_FENCING_TIMEOUT,
-       TOP_NKEYS };
+       TOP_TLS_ALLOW_WILDCARD, TOP_CONTROL_GROUP, TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
@@ -1513,6 +1513,8 @@ static const char *const top_keys[TOP_NKEYS] = {
   [TOP_NODES] = "nodes",
   [TOP_FENCING] = "fencing",
   [TOP_FENCING_TIMEOUT] = "fencing-timeout",
+  [TOP_TLS_ALLOW_WILDCARD] = "tls-allow-wildcard",
+  [TOP_CONTROL_GROUP] = "control-group",
 };
 
 /* secret: the shared secret of the resource, as written (at least
@@ -1595,6 +1597,22 @@ parse_tls (struct loader *ld, yaml_node_t *const *keys,
   size_t i;
   int r = -1;
 
+  if (vals[TOP_TLS_ALLOW_WILDCARD] &&
+      get_bool (ld, "", keys[TOP_TLS_ALLOW_WILDCARD],
+                vals[TOP_TLS_ALLOW_WILDCARD],
+                &cfg->cf_tls_allow_wildcard) == -1)
+    return -1;
+  if (vals[TOP_CONTROL_GROUP]) {
+    const char *s;
+
+    if (get_text (ld, "", keys[TOP_CONTROL_GROUP], vals[TOP_CONTROL_GROUP],
+                  &s) == -1)
+      return -1;
+    if ((cfg->cf_control_group = strdup (s)) == NULL) {
+      load_error (ld, node_line (vals[TOP_CONTROL_GROUP]), "strdup: %m");
+      return -1;
+    }
+  }
   if (vals[TOP_TLS] &&
       get_bool (ld, "", keys[TOP_TLS], vals[TOP_TLS], &cfg->cf_tls) == -1)
     return -1;
@@ -1998,6 +2016,7 @@ config_free (struct repl_config *cfg)
     return;
   explicit_bzero (cfg->cf_secret, sizeof cfg->cf_secret);
   free (cfg->cf_path);
+  free (cfg->cf_control_group);
   free (cfg->cf_resource);
   for (i = 0; i < REPL_MAX_NODES; i++) {
     free (cfg->cf_nodes[i].nc_name);

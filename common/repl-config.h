@@ -191,6 +191,12 @@ struct repl_config {
    * nc_tls_key); without, a pre-shared key derived from the secret
    * (then cf_secret_len > 0). */
   bool cf_tls;
+  bool cf_tls_allow_wildcard;   /* tls-allow-wildcard: a node's certificate
+                                   may name it by a wildcard (*.r0.lan);
+                                   default false */
+  char *cf_control_group;       /* control-group: the control sockets'
+                                   group (status for its members), or
+                                   NULL */
   char *cf_tls_ca;              /* absolute path, or NULL */
   enum repl_read_balancing cf_read_balancing;
   unsigned cf_read_prefer_id;   /* REPL_READ_PREFER: that node's id */

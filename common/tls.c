@@ -148,13 +148,15 @@ tls_error_string (char *buf, size_t len, const char *fallback)
 }
 
 /* Exactly: no wildcard matches, since a certificate for *.r0.lan would
- * let any node of the domain claim to be any other. */
+ * let any node of the domain claim to be any other; unless the
+ * configuration allows them (tls-allow-wildcard: true). */
 bool
-tls_cert_names (X509 *cert, const char *node_name)
+tls_cert_names (X509 *cert, const char *node_name, bool allow_wildcard)
 {
   return cert != NULL &&
     X509_check_host (cert, node_name, strlen (node_name),
-                     X509_CHECK_FLAG_NO_WILDCARDS, NULL) == 1;
+                     allow_wildcard ? 0 : X509_CHECK_FLAG_NO_WILDCARDS,
+                     NULL) == 1;
 }
 
 bool
@@ -187,7 +189,8 @@ load_certs (SSL_CTX *ctx, const struct repl_config *cfg,
     ERR_clear_error ();
     return -1;
   }
-  if (!tls_cert_names (SSL_CTX_get0_certificate (ctx), self->nc_name)) {
+  if (!tls_cert_names (SSL_CTX_get0_certificate (ctx), self->nc_name,
+                       cfg->cf_tls_allow_wildcard)) {
     snprintf (err, errlen, "tls-cert %s does not name node %s (its CN or "
               "a DNS subjectAltName must be the node's name); peers would "
               "refuse it", self->nc_tls_cert, self->nc_name);

@@ -38,7 +38,8 @@ extern bool tls_ctx_uses_certs (SSL_CTX *ctx);
 
 /* Does cert name this node (CN or DNS subjectAltName), exactly, with
  * no wildcard match? */
-extern bool tls_cert_names (X509 *cert, const char *node_name);
+extern bool tls_cert_names (X509 *cert, const char *node_name,
+                            bool allow_wildcard);
 
 /* The oldest error on this thread's OpenSSL error queue as a short
  * phrase, or fallback; clears the queue. */

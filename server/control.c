@@ -32,6 +32,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <grp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1057,10 +1058,17 @@ control_thread (void *arg)
  * node, which would silently answer for us from then on.  where starts
  * the messages ("FILE: node NAME: "). */
 int
-control_listen (const char *path, const char *where)
+control_listen (const char *path, const char *group, const char *where)
 {
   struct stat st;
   int fd, c;
+
+  if (group != NULL && getgrnam (group) == NULL) {
+    log_error ("%scontrol-group: no group '%s' on this machine", where,
+               group);
+    errno = ENOENT;
+    return -1;
+  }
 
   fd = sock_listen_unix (path, CONTROL_MODE);
   if (fd >= 0 || errno != EADDRINUSE)
@@ -1095,5 +1103,11 @@ control_listen (const char *path, const char *where)
  out:
   if (fd == -1)
     log_error ("%scontrol %s: cannot listen: %m", where, path);
+  /* Its members may ask for status (and nothing else: serve). */
+  else if (group != NULL && chown (path, -1, getgrnam (group)->gr_gid) == -1) {
+    log_error ("%scontrol %s: chown to group %s: %m", where, path, group);
+    close (fd);
+    return -1;
+  }
   return fd;
 }

@@ -911,6 +911,7 @@ extern void *ticker_thread (void *arg);
 /* control.c */
 extern void *control_thread (void *arg);
 extern char *control_status (struct repl_node *node, bool json);
-extern int control_listen (const char *path, const char *where);
+extern int control_listen (const char *path, const char *group,
+                           const char *where);
 
 #endif /* NBDREPL_INTERNAL_H */

@@ -248,7 +248,8 @@ engine_create (const char *config_path, const char *node_name, bool primary)
     char where[512];
     snprintf (where, sizeof where, "%s: node %s: ", config_path,
               self->nc_name);
-    node->n_control_fd = control_listen (self->nc_control, where);
+    node->n_control_fd = control_listen (self->nc_control,
+                                         node->n_cfg.cf_control_group, where);
     if (node->n_control_fd == -1 || metrics_listen (node, where) == -1)
       goto err;
   }

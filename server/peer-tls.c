@@ -445,7 +445,8 @@ start (struct repl_node *node, int fd, bool server, const char *expect,
   /* The name must be the node's own: a wildcard certificate
    * (*.r0.lan) would let any node of the domain claim any other. */
   if (expect && tls_ctx_uses_certs (ctx))
-    SSL_set_hostflags (ssl, X509_CHECK_FLAG_NO_WILDCARDS);
+    SSL_set_hostflags (ssl, node->n_cfg.cf_tls_allow_wildcard
+                       ? 0 : X509_CHECK_FLAG_NO_WILDCARDS);
   if (handshake (node, ssl, server, deadline, err, errlen) == -1)
     goto fail;
   if (cert)
@@ -502,7 +503,7 @@ peer_tls_check_name (struct repl_node *node, X509 *cert,
 {
   if (!node->n_cfg.cf_tls || !tls_ctx_uses_certs (node->n_tls_server))
     return 0;
-  if (!tls_cert_names (cert, node_name)) {
+  if (!tls_cert_names (cert, node_name, node->n_cfg.cf_tls_allow_wildcard)) {
     snprintf (err, errlen, "refusing connection: its TLS certificate does "
               "not name node %s", node_name);
     return -1;

@@ -60,4 +60,26 @@ info "in the group, not root: status only"
 # root may.
 "$REPLCTL" -s "$(sock node0)" secondary >/dev/null || fail "root could not demote node0"
 wait_for node0 '.role == "Secondary"' 10
-info "ok: status for the group, state changes for root only"
+info "status for the group, state changes for root only"
+
+# control-group: the sockets belong to that group: its members get
+# status, state changes still only root.
+stop_node node1
+stop_node node0
+echo "control-group: nogroup" >> "$CONFIG"
+start_node node0 role=primary
+[ "$(stat -c %G "$(sock node0)")" = nogroup ] ||
+    fail "control-group: the socket's group is $(stat -c %G "$(sock node0)")"
+as_nobody nogroup "$REPLCTL" -s "$(sock node0)" status --json >"$tmpdir/st.json" ||
+    fail "nobody in control-group could not get status: $(cat "$tmpdir/st.json")"
+if as_nobody nogroup "$REPLCTL" -s "$(sock node0)" secondary >"$tmpdir/out" 2>&1; then
+    fail "nobody in control-group could demote: $(cat "$tmpdir/out")"
+fi
+sed -i 's/^control-group: nogroup$/control-group: no-such-group-here/' "$CONFIG"
+stop_node node0
+out=$(timeout 10 nbdkit -f --exit-with-parent -p "$(free_port)" "$PLUGIN" \
+          config="$CONFIG" node=node0 2>&1 </dev/null) &&
+    fail "a node with an unknown control-group started"
+grep -q "control-group: no group 'no-such-group-here'" <<<"$out" ||
+    fail "unknown control-group: $(tail -n 3 <<<"$out")"
+info "ok: control-group gives its members status only; an unknown group is refused"

@@ -138,4 +138,18 @@ timed 30 nbdsh -u "$(uri a.r0.lan)" -c "h.pwrite(b'x' * 65536, 0); h.flush()" ||
     fail "write failed"
 wait_uptodate a.r0.lan 30
 cmp "$tmpdir/a.img" "$tmpdir/b.img" || fail "disks differ"
-info "ok: exact names connect, the wildcard is refused everywhere"
+info "exact names connect, the wildcard is refused everywhere"
+
+# tls-allow-wildcard: true: both nodes with the wildcard certificate.
+stop_node b.r0.lan
+stop_node a.r0.lan
+config "$CONFIG" wild wild
+echo "tls-allow-wildcard: true" >> "$CONFIG"
+start_node a.r0.lan role=primary
+start_node b.r0.lan
+wait_uptodate a.r0.lan 30
+timed 30 nbdsh -u "$(uri a.r0.lan)" -c "h.pwrite(b'y' * 65536, 0); h.flush()" ||
+    fail "write failed with tls-allow-wildcard"
+wait_uptodate a.r0.lan 30
+cmp "$tmpdir/a.img" "$tmpdir/b.img" || fail "disks differ with tls-allow-wildcard"
+info "ok: with tls-allow-wildcard: true the wildcard certificate is accepted"
