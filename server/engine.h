@@ -16,10 +16,11 @@ struct repl_node;
 
 /* Load the configuration, open the local disk, bind the replication and
  * control sockets.  No threads are started.  `primary` is the role at
- * start (the plugin's role=primary). */
+ * start (the plugin's role=primary); `insecure` (insecure-permissions=
+ * true) starts, with a warning, with a secret others can read. */
 extern struct repl_node *engine_create (const char *config_path,
                                         const char *node_name,
-                                        bool primary);
+                                        bool primary, bool insecure);
 
 /* Start the background threads (listener, peers, resync, keepalive,
  * control socket).  Call after any fork. */

@@ -122,7 +122,22 @@ bad secret-file-missing "$c" node0 "secret-file: " "no-such-secret: No such file
 # file readable by its owner only starts: test-auth).
 write_config "$c" 's/^protocol: C/&\nsecret: long enough secret/'
 chmod 644 "$c"
-bad secret-world-readable "$c" node0 "bad.yaml: this file holds the secret of resource r0 and is readable by all users (mode 0644); refusing to start: chmod 600 it"
+bad secret-world-readable "$c" node0 "bad.yaml: this file holds the secret of resource r0 and is readable by all users (mode 0644); refusing to start: chmod 600 it (or insecure-permissions=true)"
+# ... unless told: then it starts, with a warning.
+nbdkit -f --exit-with-parent -p "$(free_port)" "$PLUGIN" config="$c" \
+    node=node0 insecure-permissions=true > "$tmpdir/insecure.log" 2>&1 &
+insecure_pid=$!
+for (( i = 0; i < 100; i++ )); do
+    grep -q "starting anyway" "$tmpdir/insecure.log" && break
+    kill -0 "$insecure_pid" 2>/dev/null || break
+    sleep 0.1
+done
+grep -q "readable by all users (mode 0644); starting anyway (insecure-permissions=true): chmod 600 it" "$tmpdir/insecure.log" ||
+    fail "insecure-permissions=true: $(tail -n 3 "$tmpdir/insecure.log")"
+kill -0 "$insecure_pid" 2>/dev/null ||
+    fail "insecure-permissions=true: the node did not start: $(tail -n 3 "$tmpdir/insecure.log")"
+kill "$insecure_pid"
+wait "$insecure_pid" || true
 chmod 640 "$c"
 bad secret-group-readable "$c" node0 "bad.yaml: this file holds the secret of resource r0 and is readable by its group (mode 0640)"
 write_config "$c" 's/^protocol: C/&\nsecret-file: open.secret/'

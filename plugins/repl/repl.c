@@ -31,6 +31,7 @@
 static char *repl_config_path;      /* config= (absolute) */
 static char *repl_node_name;        /* node= */
 static bool repl_primary;           /* role=primary */
+static bool repl_insecure;          /* insecure-permissions=true */
 static struct repl_node *repl_node;
 
 /* ---- parameters ----------------------------------------------------- */
@@ -75,9 +76,16 @@ repl_config (const char *key, const char *value)
       return -1;
     }
   }
+  else if (strcmp (key, "insecure-permissions") == 0) {
+    int r = nbdkit_parse_bool (value);
+
+    if (r == -1)
+      return -1;
+    repl_insecure = r;
+  }
   else {
-    nbdkit_error ("unknown parameter '%s' (expected config, node, role)",
-                  key);
+    nbdkit_error ("unknown parameter '%s' (expected config, node, role, "
+                  "insecure-permissions)", key);
     return -1;
   }
   return 0;
@@ -120,14 +128,16 @@ repl_config_complete (void)
   "config=<FILE>     (required) The resource configuration (YAML).\n" \
   "node=<NAME>       Which node of the configuration this is\n" \
   "                  (default: the one named as this machine's host name).\n" \
-  "role=primary      Start as the primary (default: secondary)."
+  "role=primary      Start as the primary (default: secondary).\n" \
+  "insecure-permissions=true  Start even if others can read the secret."
 
 /* ---- lifecycle ------------------------------------------------------ */
 
 static int
 repl_get_ready (void)
 {
-  repl_node = engine_create (repl_config_path, repl_node_name, repl_primary);
+  repl_node = engine_create (repl_config_path, repl_node_name, repl_primary,
+                             repl_insecure);
   return repl_node ? 0 : -1;
 }
 
