@@ -30,6 +30,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,17 +146,21 @@ static const int stop_signals[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP };
 #define NR_STOP_SIGNALS (sizeof stop_signals / sizeof stop_signals[0])
 
 static struct sigaction stop_old[NR_STOP_SIGNALS];
-static volatile sig_atomic_t stop_signal;  /* the first one, or 0 */
-static volatile sig_atomic_t stop_sender;  /* its sender's pid, or 0 */
+/* Written by the handler (on whichever thread takes the signal), read
+ * by the main thread at the end: lock-free atomics, which a signal
+ * handler may use. */
+static atomic_int stop_signal;          /* the first one, or 0 */
+static atomic_int stop_sender;          /* its sender's pid, or 0 */
 
 static void
 stop_handler (int sig, siginfo_t *si, void *uc)
 {
   size_t i;
 
-  if (stop_signal == 0) {
-    stop_sender = si != NULL && si->si_code == SI_USER ? si->si_pid : 0;
-    stop_signal = sig;
+  if (atomic_load (&stop_signal) == 0) {
+    atomic_store (&stop_sender,
+                  si != NULL && si->si_code == SI_USER ? si->si_pid : 0);
+    atomic_store (&stop_signal, sig);
   }
   for (i = 0; i < NR_STOP_SIGNALS; i++)
     if (stop_signals[i] == sig) {
@@ -191,8 +196,8 @@ repl_log_watch_signals (void)
 void
 repl_log_stop (void)
 {
-  int sig = stop_signal;
-  pid_t from = stop_sender;
+  int sig = atomic_load (&stop_signal);
+  pid_t from = atomic_load (&stop_sender);
   char comm[64] = "", path[64];
   FILE *fp;
 
