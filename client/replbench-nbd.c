@@ -65,7 +65,7 @@ nbd_tr_submit (void *conn, struct slot *s, uint32_t len)
  * before the caller issues new requests, as an event loop (or fio's
  * nbd engine) does.  Answering each reply with a new request on its
  * own made the server see more, smaller TCP segments and spend 10% more
- * CPU per request than under fio (bench/RESULTS.md, session 6). */
+ * CPU per request than under fio (bench/RESULTS.md, the 2026-11-30 results at d3e9759). */
 static int
 nbd_tr_poll (void *conn)
 {
