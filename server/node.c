@@ -194,26 +194,25 @@ engine_create (const char *config_path, const char *node_name, bool primary,
   /* Whoever reads the secret can join the resource as any node: the
    * file that holds it must be readable by its owner only (as ssh
    * treats a private key). */
-  if ((node->n_cfg.cf_secret_mode & 0044) != 0 && insecure)
-    log_warning ("%s: %s holds the secret of resource %s and is readable "
-                 "by %s (mode %04o); starting anyway "
-                 "(insecure-permissions=true): chmod 600 it",
-                 config_path, node->n_cfg.cf_secret_path
-                 ? node->n_cfg.cf_secret_path : "this file",
-                 node->n_cfg.cf_resource,
-                 (node->n_cfg.cf_secret_mode & 0004) ? "all users"
-                 : "its group", node->n_cfg.cf_secret_mode);
-  else if ((node->n_cfg.cf_secret_mode & 0044) != 0) {
-    errno = EACCES;
-    log_error ("%s: %s holds the secret of resource %s and is readable by "
-               "%s (mode %04o); refusing to start: chmod 600 it (or "
-               "insecure-permissions=true)",
-               config_path, node->n_cfg.cf_secret_path
-               ? node->n_cfg.cf_secret_path : "this file",
-               node->n_cfg.cf_resource,
-               (node->n_cfg.cf_secret_mode & 0004) ? "all users"
-               : "its group", node->n_cfg.cf_secret_mode);
-    goto err;
+  if ((node->n_cfg.cf_secret_mode & 0044) != 0) {
+    char what[512];
+
+    snprintf (what, sizeof what, "%s: %s holds the secret of resource %s "
+              "and is readable by %s (mode %04o)", config_path,
+              node->n_cfg.cf_secret_path ? node->n_cfg.cf_secret_path
+                                         : "this file",
+              node->n_cfg.cf_resource,
+              (node->n_cfg.cf_secret_mode & 0004) ? "all users"
+                                                  : "its group",
+              node->n_cfg.cf_secret_mode);
+    if (!insecure) {
+      errno = EACCES;
+      log_error ("%s; refusing to start: chmod 600 it (or "
+                 "insecure-permissions=true)", what);
+      goto err;
+    }
+    log_warning ("%s; starting anyway (insecure-permissions=true): chmod "
+                 "600 it", what);
   }
   if (peer_tls_init (node) == -1)
     goto err;
