@@ -359,9 +359,10 @@ subscriber_thread (void *arg)
   struct events *ev = &su->su_node->n_events;
   size_t cap = 4096, len = 0;
   char *buf = malloc (cap);
+  struct event *copy = malloc (EVENTS_BATCH * sizeof *copy);
   uint64_t next = su->su_next;
 
-  if (buf == NULL)
+  if (buf == NULL || copy == NULL)
     goto out;
   /* The state first if asked, then the events from the moment it
    * subscribed on, so that nothing between the two is missed (an event
@@ -374,7 +375,6 @@ subscriber_thread (void *arg)
                   &(struct timespec) { .tv_sec = time (NULL) }, "exists -");
 
   for (;;) {
-    static __thread struct event copy[EVENTS_BATCH];
     uint64_t lost = 0;
     size_t n = 0, i;
     bool closed;
@@ -424,6 +424,7 @@ subscriber_thread (void *arg)
   }
 
  out:
+  free (copy);
   free (buf);
   close (su->su_fd);
   free (su);
