@@ -46,6 +46,7 @@ md_dump_flags (FILE *fp, uint32_t flags)
     { MD_FLAG_PRIMARY, "primary" },
     { MD_FLAG_CRASHED_PRIMARY, "crashed-primary" },
     { MD_FLAG_CLEAN, "clean" },
+    { MD_FLAG_TENTATIVE, "tentative" },
   };
   size_t i;
   bool any = false;

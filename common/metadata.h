@@ -189,7 +189,12 @@ enum md_record_type {
                                            page written, the AL needs no
                                            replay; cleared when a node
                                            starts using the metadata */
-#define MD_FLAGS_KNOWN          0x001f
+#define MD_FLAG_TENTATIVE       0x0020  /* no write of the current
+                                           generation is known to have been
+                                           acknowledged to a client
+                                           (GU_FLAG_TENTATIVE in
+                                           uuid-compare.h) */
+#define MD_FLAGS_KNOWN          0x003f
 
 /* Peer slot flags. */
 #define MD_PEER_OUTDATED        0x0001  /* the peer missed writes while

@@ -123,7 +123,8 @@ uuid_compare_generations (const struct gen_uuids *local,
 {
   uint64_t lcur = uuid_current (local), pcur = uuid_current (peer);
   bool peer_bitmap_is_us, our_bitmap_is_peer;
-  bool we_are_in_peer_history, peer_is_in_our_history;
+  bool we_are_in_peer_history, peer_is_in_our_history, ltent, ptent;
+  int split = 0;
   size_t i;
 
   if (lcur == UUID_JUST_CREATED && pcur == UUID_JUST_CREATED) {
@@ -171,25 +172,33 @@ uuid_compare_generations (const struct gen_uuids *local,
   }
 
   if (uuid_is_real (local->gu_bitmap) &&
-      local->gu_bitmap == peer->gu_bitmap) {
-    *rule = UUID_RULE_SPLIT_BRAIN_BITMAP;
-    return UUID_SPLIT_BRAIN;
-  }
-
+      local->gu_bitmap == peer->gu_bitmap)
+    split = UUID_RULE_SPLIT_BRAIN_BITMAP;
   /* A common ancestor: any of our ancestors among the peer's.  Empty
    * slots are no ancestor (uuid_in_ancestors ignores 0). */
-  if (uuid_in_ancestors (peer, local->gu_bitmap)) {
-    *rule = UUID_RULE_SPLIT_BRAIN_HISTORY;
-    return UUID_SPLIT_BRAIN;
+  else if (uuid_in_ancestors (peer, local->gu_bitmap))
+    split = UUID_RULE_SPLIT_BRAIN_HISTORY;
+  for (i = 0; i < UUID_HISTORY && split == 0; ++i)
+    if (uuid_in_ancestors (peer, local->gu_history[i]))
+      split = UUID_RULE_SPLIT_BRAIN_HISTORY;
+  if (split == 0) {
+    *rule = UUID_RULE_UNRELATED;
+    return UUID_UNRELATED;
   }
-  for (i = 0; i < UUID_HISTORY; ++i)
-    if (uuid_in_ancestors (peer, local->gu_history[i])) {
-      *rule = UUID_RULE_SPLIT_BRAIN_HISTORY;
-      return UUID_SPLIT_BRAIN;
-    }
 
-  *rule = UUID_RULE_UNRELATED;
-  return UUID_UNRELATED;
+  /* Both moved on; a tentative generation goes (rows 85/86). */
+  ltent = (local->gu_flags & GU_FLAG_TENTATIVE) != 0;
+  ptent = (peer->gu_flags & GU_FLAG_TENTATIVE) != 0;
+  if (ltent && !ptent) {
+    *rule = UUID_RULE_TENTATIVE_LOCAL;
+    return UUID_SYNC_TARGET_FULL;
+  }
+  if (ptent && !ltent) {
+    *rule = UUID_RULE_TENTATIVE_PEER;
+    return UUID_SYNC_SOURCE_FULL;
+  }
+  *rule = split;
+  return UUID_SPLIT_BRAIN;
 }
 
 /* A decision that moves data one way or the other. */
@@ -285,6 +294,8 @@ static const struct {
   { UUID_RULE_BITMAP_LOCAL, "bitmap-local" },
   { UUID_RULE_HISTORY_PEER, "history-peer" },
   { UUID_RULE_HISTORY_LOCAL, "history-local" },
+  { UUID_RULE_TENTATIVE_LOCAL, "tentative-local" },
+  { UUID_RULE_TENTATIVE_PEER, "tentative-peer" },
   { UUID_RULE_SPLIT_BRAIN_BITMAP, "split-brain-bitmap" },
   { UUID_RULE_SPLIT_BRAIN_HISTORY, "split-brain-history" },
   { UUID_RULE_NO_CONSISTENT_SOURCE, "no-consistent-source" },
@@ -526,6 +537,7 @@ uuid_force_primary (struct gen_uuids *u, uint64_t new_uuid)
     uuid_push_history (u, old);
   }
   u->gu_flags |= GU_FLAG_CONSISTENT;
+  u->gu_flags &= ~GU_FLAG_TENTATIVE;
 }
 
 void
@@ -579,5 +591,6 @@ uuid_resync_finished_target (struct gen_uuids *target,
   for (i = 0; i < UUID_HISTORY; ++i)
     target->gu_history[i] = after.gu_history[i];
   target->gu_flags = (target->gu_flags & GU_FLAG_PRIMARY) |
+                     (source->gu_flags & GU_FLAG_TENTATIVE) |
                      GU_FLAG_CONSISTENT;
 }

@@ -59,7 +59,14 @@
                                           activity-log extents may differ
                                           from its peers' */
 #define GU_FLAG_PRIMARY          0x4u  /* the node is primary now */
-#define GU_FLAGS_KNOWN           0x7u
+#define GU_FLAG_TENTATIVE        0x8u  /* no write of the current
+                                          generation is known to have been
+                                          acknowledged to a client: a
+                                          Primary's new generation until its
+                                          first write completes, and the
+                                          nodes that took it from that
+                                          Primary meanwhile */
+#define GU_FLAGS_KNOWN           0xfu
 
 /* One node's generation UUIDs as seen by one peer.  A UUID of 0 means
  * "none" (except gu_current, where 0 reads as UUID_JUST_CREATED). */
@@ -137,6 +144,9 @@ enum uuid_decision {
  *          P.current not in L.hist               TARGET_FULL    60 / history-peer
  *  80    P.current in L.hist,
  *          L.current not in P.hist               SOURCE_FULL    80 / history-self
+ *        -- rows 85..100: both moved on from a common generation --
+ *  85    L tentative, P not                      TARGET_FULL    none
+ *  86    P tentative, L not                      SOURCE_FULL    none
  *  90    L.bitmap == P.bitmap != 0               SPLIT_BRAIN    90 / bitmap-both
  *  100   L.anc and P.anc share a UUID            SPLIT_BRAIN    100 / history-both
  *  1000  otherwise                               UNRELATED      -1000 / unrelated-data
@@ -178,6 +188,22 @@ enum uuid_decision {
  *         bitmap counts from it (the bitmap was cleared after a sync with
  *         a third node, or a forced primary): only a full sync is safe.
  *         If both are in each other's history, fall through.
+ *  85/86  Both moved on from a common generation, but one side's
+ *         generation is tentative: no write of it was acknowledged to a
+ *         client, so nothing is lost if it goes.  A Primary that starts a
+ *         generation and loses quorum before its first write completes
+ *         withdraws it (the engine goes back to the UUIDs before); a
+ *         secondary that had already taken it still holds it, and the
+ *         Primary's next generation, or one started elsewhere from the
+ *         same parent, is its sibling.  Without the flag that is a split
+ *         brain; with it, the tentative side is overwritten.  Full: the
+ *         other side's bitmap does not count from the tentative
+ *         generation.  If both are tentative, fall through (split brain).
+ *         The flag may be stale on a secondary that missed the Primary's
+ *         word that a write completed; that is harmless, as a write is
+ *         completed only with quorum, and every later quorum then holds a
+ *         node of that generation, which is ahead of its parent, so that
+ *         no sibling of it is started (sync_follow_primary, role.c).
  *  90/100 Both moved on from a common generation: split brain.  90 means
  *         both bitmaps count from the same generation, so once someone
  *         decides who loses, a bitmap-based resync is enough; after 100
@@ -211,6 +237,8 @@ enum uuid_rule {
   UUID_RULE_BITMAP_LOCAL = 70,
   UUID_RULE_HISTORY_PEER = 60,
   UUID_RULE_HISTORY_LOCAL = 80,
+  UUID_RULE_TENTATIVE_LOCAL = 85,
+  UUID_RULE_TENTATIVE_PEER = 86,
   UUID_RULE_SPLIT_BRAIN_BITMAP = 90,
   UUID_RULE_SPLIT_BRAIN_HISTORY = 100,
   UUID_RULE_NO_CONSISTENT_SOURCE = 110,
@@ -308,7 +336,8 @@ extern void uuid_adopt_current (struct gen_uuids *u, uint64_t new_uuid);
  * generation as uuid_new_current does.  A node that is not Consistent
  * has no whole generation to count a bitmap from, so its old current
  * UUID goes into the history: peers that hold it get a full sync (row
- * 80), never a bitmap one.  Sets GU_FLAG_CONSISTENT. */
+ * 80), never a bitmap one.  Sets GU_FLAG_CONSISTENT and clears
+ * GU_FLAG_TENTATIVE: the administrator's word is no tentative one. */
 extern void uuid_force_primary (struct gen_uuids *u, uint64_t new_uuid);
 
 /* The sync source, as a full sync starts (with every bit of the peer's
@@ -331,7 +360,8 @@ extern void uuid_resync_start_target (struct gen_uuids *target,
  * acknowledges the end: it takes on the source's tuple as the source
  * will have it after uuid_resync_finished_source (same current UUID,
  * the source's bitmap UUID moved into the history), with no bitmap of
- * its own for the source.  Consistent; no longer a crashed primary.
+ * its own for the source.  Consistent; no longer a crashed primary;
+ * tentative if the source's generation is (GU_FLAG_TENTATIVE).
  * `source` is the source's tuple as received at connect. */
 extern void uuid_resync_finished_target (struct gen_uuids *target,
                                          const struct gen_uuids *source);

@@ -296,12 +296,14 @@ static const struct flag_name md_flag_names[] = {
   { MD_FLAG_PRIMARY, "primary" },
   { MD_FLAG_CRASHED_PRIMARY, "crashed-primary" },
   { MD_FLAG_CLEAN, "clean" },
+  { MD_FLAG_TENTATIVE, "tentative" },
 };
 
 static const struct flag_name gu_flag_names[] = {
   { GU_FLAG_CONSISTENT, "consistent" },
   { GU_FLAG_CRASHED_PRIMARY, "crashed-primary" },
   { GU_FLAG_PRIMARY, "primary" },
+  { GU_FLAG_TENTATIVE, "tentative" },
 };
 #define NFLAGS(t) (sizeof (t) / sizeof (t)[0])
 

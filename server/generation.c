@@ -44,6 +44,8 @@ view_locked (struct repl_node *node, const struct peer *p,
     u->gu_flags |= GU_FLAG_CONSISTENT;
   if (sb->ms_flags & MD_FLAG_CRASHED_PRIMARY)
     u->gu_flags |= GU_FLAG_CRASHED_PRIMARY;
+  if (sb->ms_flags & MD_FLAG_TENTATIVE)
+    u->gu_flags |= GU_FLAG_TENTATIVE;
   if (node_role (node) == REPL_ROLE_PRIMARY)
     u->gu_flags |= GU_FLAG_PRIMARY;
 }
@@ -66,11 +68,13 @@ apply_view (struct md_super *sb, const struct peer *p,
   sb->ms_history_uuid[1] = u->gu_history[1];
   sb->ms_peers[p->pr_md_slot].mp_bitmap_uuid = u->gu_bitmap;
   sb->ms_flags &= ~(MD_FLAG_CONSISTENT | MD_FLAG_WAS_UPTODATE |
-                    MD_FLAG_CRASHED_PRIMARY);
+                    MD_FLAG_CRASHED_PRIMARY | MD_FLAG_TENTATIVE);
   if (u->gu_flags & GU_FLAG_CONSISTENT)
     sb->ms_flags |= MD_FLAG_CONSISTENT | MD_FLAG_WAS_UPTODATE;
   if (u->gu_flags & GU_FLAG_CRASHED_PRIMARY)
     sb->ms_flags |= MD_FLAG_CRASHED_PRIMARY;
+  if (u->gu_flags & GU_FLAG_TENTATIVE)
+    sb->ms_flags |= MD_FLAG_TENTATIVE;
 }
 
 /* Change peer p's view with fn and write it.  Returns 0 or -1. */
@@ -175,6 +179,20 @@ gen_decide (struct repl_node *node, struct conn *conn, int *rulep, char *err,
 
   switch (cd.cd_verdict) {
   case CONNECT:
+    /* Between two secondaries only one with no storage Primary to
+     * follow is a resync source (peer-sync.c): with one, that Primary
+     * resyncs the peer.  The peer may have no Primary, though, and
+     * would wait for us as its source: refused, so that it does not
+     * (it retries with backoff, and meets us again once in sync). */
+    if (uuid_decision_is_source (cd.cd_decision) && !c.cc_we_primary &&
+        !c.cc_peer_primary && !node_no_storage_primary (node)) {
+      snprintf (err, errlen, "refusing connection: the peer lacks data "
+                "this node holds (%s, rule %d: %s); while this node "
+                "follows a Primary, the Primary resyncs it",
+                uuid_decision_name (cd.cd_decision), cd.cd_rule,
+                uuid_rule_name (cd.cd_rule));
+      return -1;
+    }
     return cd.cd_decision;
   case CONNECT_SPLIT_BRAIN_RESOLVED: {
     const char *policy = config_sb_policy_name (cd.cd_policy);
@@ -254,7 +272,12 @@ do_resync_finished_source (struct gen_uuids *u, const void *arg)
 static void
 do_adopt_current (struct gen_uuids *u, const void *arg)
 {
-  uuid_adopt_current (u, *(const uint64_t *) arg);
+  const struct gen_uuids *primary = arg;
+
+  if (u->gu_current != primary->gu_current)
+    uuid_adopt_current (u, primary->gu_current);
+  u->gu_flags = (u->gu_flags & ~GU_FLAG_TENTATIVE) |
+                (primary->gu_flags & GU_FLAG_TENTATIVE);
 }
 
 int
@@ -285,14 +308,17 @@ gen_resync_finished_source (struct repl_node *node, struct peer *p)
 }
 
 int
-gen_adopt_current (struct repl_node *node, struct peer *p, uint64_t uuid)
+gen_adopt_current (struct repl_node *node, struct peer *p,
+                   const struct gen_uuids *primary)
 {
   struct gen_uuids u;
 
   gen_view (node, p, &u);
-  if (u.gu_current == uuid)
+  if (u.gu_current == primary->gu_current &&
+      (u.gu_flags & GU_FLAG_TENTATIVE) ==
+      (primary->gu_flags & GU_FLAG_TENTATIVE))
     return 0;
-  return update_view (node, p, do_adopt_current, &uuid);
+  return update_view (node, p, do_adopt_current, primary);
 }
 
 /* role=primary on a node whose disk is not Consistent: its data is
@@ -326,6 +352,7 @@ gen_force_primary (struct repl_node *node)
   for (i = 0; i < sb.ms_geom.mg_npeers; i++)
     sb.ms_peers[i].mp_bitmap_uuid = 0;
   sb.ms_flags |= MD_FLAG_CONSISTENT | MD_FLAG_WAS_UPTODATE;
+  sb.ms_flags &= ~MD_FLAG_TENTATIVE;
   r = meta_write_super_locked (node, &sb);
   pthread_mutex_unlock (&node->n_md_io_lock);
   if (r == 0)
@@ -394,6 +421,8 @@ gen_before_write (struct repl_node *node)
   view_locked (node, first, &u);
   old = u.gu_current;
   uuid_new_current (&u, fresh);
+  /* Until one of its writes completes (gen_commit). */
+  u.gu_flags |= GU_FLAG_TENTATIVE;
   apply_view (&sb, first, &u);
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *q = node->n_peers[i];
@@ -409,6 +438,7 @@ gen_before_write (struct repl_node *node)
     r = meta_write_super_locked (node, &sb);
     if (r == 0) {
       node->n_gen_before = before;
+      atomic_store (&node->n_gen_started, fresh);
       atomic_store (&node->n_gen_unacked, true);
     }
   }
@@ -451,6 +481,8 @@ gen_withdraw (struct repl_node *node)
   sb.ms_current_uuid = node->n_gen_before.ms_current_uuid;
   for (i = 0; i < MD_UUID_HISTORY; i++)
     sb.ms_history_uuid[i] = node->n_gen_before.ms_history_uuid[i];
+  sb.ms_flags = (sb.ms_flags & ~MD_FLAG_TENTATIVE) |
+                (node->n_gen_before.ms_flags & MD_FLAG_TENTATIVE);
   /* The bitmap UUIDs the generation gave the away peers (the bits stay:
    * they are the failed writes). */
   for (i = 0; i < sb.ms_geom.mg_npeers; i++)
@@ -468,6 +500,42 @@ gen_withdraw (struct repl_node *node)
   log_info ("node %s: quorum lost before any write of generation %016"
             PRIx64 " was acknowledged: withdrawn, back to %016" PRIx64,
             node->n_self->nc_name, fresh, sb.ms_current_uuid);
+}
+
+/* A write of the generation that gen_before_write started completed
+ * (role_complete_write): the generation is no longer tentative.  The
+ * flag is cleared on disk, and the caller tells the connected peers
+ * (UUIDS), whose copy of the generation then is not tentative either.
+ * A generation started after that write was sent keeps its flag: only
+ * the generation this node started last, still current, is cleared.
+ * Called by the worker.  Returns 1 if the flag was cleared, 0 if there
+ * was nothing to clear, -1 if the metadata cannot be written. */
+int
+gen_commit (struct repl_node *node)
+{
+  struct md_super sb;
+  uint64_t started = atomic_load (&node->n_gen_started);
+  int r;
+
+  if (atomic_load (&node->n_gen_unacked))
+    return 0;                   /* a newer one, not yet written to */
+  pthread_mutex_lock (&node->n_md_io_lock);
+  sb = node->n_md.md_super;
+  if (!(sb.ms_flags & MD_FLAG_TENTATIVE) || sb.ms_current_uuid != started) {
+    pthread_mutex_unlock (&node->n_md_io_lock);
+    return 0;
+  }
+  sb.ms_flags &= ~MD_FLAG_TENTATIVE;
+  r = meta_write_super_locked (node, &sb);
+  pthread_mutex_unlock (&node->n_md_io_lock);
+  if (r == -1) {
+    log_error ("node %s: cannot write the metadata to commit generation "
+               "%016" PRIx64, node->n_self->nc_name, started);
+    return -1;
+  }
+  log_info ("node %s: generation %016" PRIx64 " holds an acknowledged "
+            "write: no longer tentative", node->n_self->nc_name, started);
+  return 1;
 }
 
 /* A storage node whose primary is diskless: that primary starts the new
@@ -511,6 +579,7 @@ gen_start_for_away (struct repl_node *node, uint32_t away, uint64_t fresh)
   if (first != NULL) {
     view_locked (node, first, &u);
     uuid_new_current (&u, fresh);
+    u.gu_flags &= ~GU_FLAG_TENTATIVE;
     apply_view (&sb, first, &u);
     for (i = 0; i < node->n_npeers; i++) {
       struct peer *q = node->n_peers[i];
@@ -524,6 +593,7 @@ gen_start_for_away (struct repl_node *node, uint32_t away, uint64_t fresh)
   }
   else {
     sb.ms_current_uuid = fresh;
+    sb.ms_flags &= ~MD_FLAG_TENTATIVE;
     if (real_uuid (old)) {
       sb.ms_history_uuid[1] = sb.ms_history_uuid[0];
       sb.ms_history_uuid[0] = old;

@@ -768,6 +768,9 @@ struct repl_node {
                                    it yet (gen_withdraw) */
   struct md_super n_gen_before; /* ... the superblock before it
                                    (n_md_io_lock) */
+  _Atomic uint64_t n_gen_started; /* ... its current UUID: the one
+                                   gen_commit may clear GU_FLAG_TENTATIVE
+                                   of */
   atomic_bool n_gen_pending;    /* a peer may be away with bitmap UUID 0:
                                    check before the next write
                                    (gen_before_write) */
@@ -818,6 +821,8 @@ struct repl_node {
 #define WORK_UUIDS 0x2          /* UUIDS to every connected peer */
 #define WORK_DROP_MARKS 0x4     /* drop what we marked for secondaries
                                    that are copies of our Primary too */
+#define WORK_GEN_COMMIT 0x8     /* a write of our new generation
+                                   completed: not tentative any more */
 extern void worker_post (struct repl_node *node, unsigned work);
 extern void *worker_thread (void *arg);
 
@@ -857,9 +862,10 @@ extern int gen_resync_finished_target (struct repl_node *node,
 extern int gen_resync_finished_source (struct repl_node *node,
                                        struct peer *p);
 extern int gen_adopt_current (struct repl_node *node, struct peer *p,
-                              uint64_t uuid);
+                              const struct gen_uuids *primary);
 extern void gen_before_write (struct repl_node *node);
 extern void gen_withdraw (struct repl_node *node);
+extern int gen_commit (struct repl_node *node);
 extern int gen_force_primary (struct repl_node *node);
 extern int meta_al_begin (struct repl_node *node, uint64_t offset,
                           uint64_t len);

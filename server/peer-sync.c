@@ -221,10 +221,23 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
   log_info ("peer %s: generations: %s (rule %d: %s)", name,
             uuid_decision_name (d), rule, uuid_rule_name (rule));
   /* The peer has data we lack: until a resync makes us UpToDate again
-   * we are Outdated (and, as that, never promoted without --force). */
-  if (uuid_decision_is_target (d) && node_outdate (node) == -1) {
-    conn_fail (c, "cannot write metadata");
-    return;
+   * we are Outdated (and, as that, never promoted without --force).
+   * Unless our generation moved on since our hello (another peer's
+   * resync of us ended meanwhile): the decision is stale, and taken
+   * again on a new connection. */
+  if (uuid_decision_is_target (d)) {
+    struct gen_uuids now;
+
+    gen_view (node, p, &now);
+    if (now.gu_current != c->c_hello_uuids.gu_current) {
+      conn_fail (c, "our generation changed during the handshake "
+                 "(now %016" PRIx64 "); reconnecting", now.gu_current);
+      return;
+    }
+    if (node_outdate (node) == -1) {
+      conn_fail (c, "cannot write metadata");
+      return;
+    }
   }
   pthread_mutex_lock (&p->pr_lock);
   p->pr_split_brain = false;
@@ -297,15 +310,26 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
     worker_post (node, WORK_DROP_MARKS);
 
   /* A write started a new generation after our hello left (the peer
-   * was still away for it): tell the peer now.  The chunks it wrote
-   * are in the peer's bitmap and resync above. */
+   * was still away for it), or committed it: tell the peer now.  The
+   * chunks it wrote are in the peer's bitmap and resync above.  Our
+   * disk state too: a change while the connection was in its handshake
+   * (a resync by another peer ended) was announced to the connected
+   * peers only. */
   {
     struct gen_uuids now, sent;
+    enum repl_disk_state disk;
 
     gen_view (node, p, &now);
     sent = c->c_hello_uuids;
-    if (now.gu_current != sent.gu_current)
+    if (now.gu_current != sent.gu_current ||
+        (now.gu_flags & GU_FLAG_TENTATIVE) !=
+        (sent.gu_flags & GU_FLAG_TENTATIVE))
       sync_send_uuids (p);
+    pthread_mutex_lock (&node->n_lock);
+    disk = node->n_disk;
+    pthread_mutex_unlock (&node->n_lock);
+    if (disk != c->c_hello_disk)
+      role_tell_state (p);
   }
 
   if (!we_primary && (h->role == REPL_ROLE_PRIMARY || pair)) {
@@ -502,7 +526,8 @@ sync_on_lost (struct conn *c, bool fence)
 }
 
 /* An in-sync secondary follows its primary, the peer of c, into its
- * generation (its current UUID as it last told us on c); a resync
+ * generation (its current UUID and whether that is tentative, as it last
+ * told us on c); a resync
  * target keeps its own until the resync ends.  Returns 0, or -1 if the
  * metadata cannot be written. */
 int
@@ -511,17 +536,16 @@ sync_follow_primary (struct conn *c)
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   enum repl_disk_state disk;
-  struct gen_uuids ours;
+  struct gen_uuids ours, theirs;
   bool follow;
-  uint64_t current;
 
   if (node->n_diskless || c->c_peer_diskless)
     return 0;                   /* no generations on one side */
   pthread_mutex_lock (&p->pr_lock);
   follow = c->c_role == REPL_ROLE_PRIMARY && !peer_resyncing_locked (p);
-  current = c->c_peer_uuids.gu_current;
+  theirs = c->c_peer_uuids;
   pthread_mutex_unlock (&p->pr_lock);
-  if (current == 0 || current == UUID_JUST_CREATED)
+  if (theirs.gu_current == 0 || theirs.gu_current == UUID_JUST_CREATED)
     return 0;
   pthread_mutex_lock (&node->n_lock);
   disk = node->n_disk;
@@ -531,9 +555,12 @@ sync_follow_primary (struct conn *c)
   if (!follow)
     return 0;
   gen_view (node, p, &ours);
-  if (ours.gu_current == current)
+  if (ours.gu_current == theirs.gu_current &&
+      (ours.gu_flags & GU_FLAG_TENTATIVE) ==
+      (theirs.gu_flags & GU_FLAG_TENTATIVE))
     return 0;
-  if (gen_adopt_current (node, p, current) == -1)
+  /* Its tentative flag too (uuid-compare.h, rows 85/86). */
+  if (gen_adopt_current (node, p, &theirs) == -1)
     return -1;
   worker_post (node, WORK_UUIDS);      /* the other secondaries learn it */
   return 0;

@@ -148,8 +148,9 @@ role_complete_write (struct repl_node *node, bool lost)
        * released. */
       node_has_quorum (node)) {
     /* Acknowledged: the generation holds a promised write now. */
-    if (atomic_load_explicit (&node->n_gen_unacked, memory_order_relaxed))
-      atomic_store (&node->n_gen_unacked, false);
+    if (atomic_load_explicit (&node->n_gen_unacked, memory_order_relaxed) &&
+        atomic_exchange (&node->n_gen_unacked, false))
+      worker_post (node, WORK_GEN_COMMIT);
     return 0;
   }
   node_quorum_changed (node);

@@ -14,6 +14,9 @@
  *                   are ahead of them
  *   WORK_ANNOUNCE   tell every connected peer our role and disk state
  *                   (STATE), after the disk state changed
+ *   WORK_GEN_COMMIT a write of the generation this Primary started
+ *                   last completed: clear its tentative flag
+ *                   (gen_commit) and tell the peers (then WORK_UUIDS)
  *   WORK_DROP_MARKS with a storage Primary to follow, drop what we had
  *                   marked out of sync for the other UpToDate
  *                   secondaries in our generation
@@ -55,6 +58,8 @@ worker_thread (void *arg)
       work = node->n_work;
       node->n_work = 0;
     }
+    if ((work & WORK_GEN_COMMIT) && gen_commit (node) == 1)
+      work |= WORK_UUIDS;
     if (work & WORK_UUIDS)
       for (i = 0; i < node->n_npeers; i++)
         sync_send_uuids (node->n_peers[i]);

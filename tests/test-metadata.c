@@ -452,7 +452,7 @@ TAMPER (t_seq0, put_be64 (b + 16, 0))
 TAMPER (t_instance0, put_be64 (b + 24, 0))
 TAMPER (t_node32, put_be32 (b + 32, 32))
 TAMPER (t_node_max, put_be32 (b + 32, UINT32_MAX))
-TAMPER (t_flags, put_be32 (b + 36, 0x20))
+TAMPER (t_flags, put_be32 (b + 36, 0x40))
 TAMPER (t_size0, put_be64 (b + 40, 0))
 TAMPER (t_size_huge, put_be64 (b + 40, MD_MAX_SIZE + 1))
 TAMPER (t_gran0, put_be32 (b + 48, 0))
@@ -494,7 +494,7 @@ START_TEST (test_super_reject)
   expect_super_reject (t_instance0, true, "instance 0");
   expect_super_reject (t_node32, true, "node id 32 > 31");
   expect_super_reject (t_node_max, true, "node id 4294967295");
-  expect_super_reject (t_flags, true, "unknown flags 0x20");
+  expect_super_reject (t_flags, true, "unknown flags 0x40");
   expect_super_reject (t_size0, true, "volume size 0 out of range");
   expect_super_reject (t_size_huge, true, "out of range");
   expect_super_reject (t_gran0, true, "bitmap granularity 0");

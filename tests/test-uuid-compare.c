@@ -36,6 +36,7 @@
 #define C  GU_FLAG_CONSISTENT
 #define K  GU_FLAG_CRASHED_PRIMARY
 #define P  GU_FLAG_PRIMARY
+#define T  GU_FLAG_TENTATIVE
 
 #define SIZE (UINT64_C (1) << 30)
 
@@ -69,6 +70,8 @@ rule_mirror (int rule)
   case UUID_RULE_BITMAP_LOCAL: return UUID_RULE_BITMAP_PEER;
   case UUID_RULE_HISTORY_PEER: return UUID_RULE_HISTORY_LOCAL;
   case UUID_RULE_HISTORY_LOCAL: return UUID_RULE_HISTORY_PEER;
+  case UUID_RULE_TENTATIVE_LOCAL: return UUID_RULE_TENTATIVE_PEER;
+  case UUID_RULE_TENTATIVE_PEER: return UUID_RULE_TENTATIVE_LOCAL;
   case UUID_RULE_INCONSISTENT_LOCAL: return UUID_RULE_INCONSISTENT_PEER;
   case UUID_RULE_INCONSISTENT_PEER: return UUID_RULE_INCONSISTENT_LOCAL;
   default: return rule;
@@ -164,6 +167,12 @@ static const struct row rows[] = {
   { "the peer's generation is in our history",
     G (Y, 0, X, 0, C), G (X, 0, 0, 0, C),
     UUID_SYNC_SOURCE_FULL, UUID_RULE_HISTORY_LOCAL },
+  { "both moved on from a common generation, ours is tentative",
+    G (Y, 0, X, 0, C | T), G (Z, 0, X, 0, C),
+    UUID_SYNC_TARGET_FULL, UUID_RULE_TENTATIVE_LOCAL },
+  { "both moved on from a common generation, the peer's is tentative",
+    G (Y, X, 0, 0, C), G (Z, X, 0, 0, C | T),
+    UUID_SYNC_SOURCE_FULL, UUID_RULE_TENTATIVE_PEER },
   { "both bitmaps count from the same generation",
     G (Y, X, 0, 0, C), G (Z, X, 0, 0, C),
     UUID_SPLIT_BRAIN, UUID_RULE_SPLIT_BRAIN_BITMAP },
@@ -194,6 +203,7 @@ static const int all_rules[] = {
   UUID_RULE_CRASHED_PEER, UUID_RULE_CRASHED_BOTH, UUID_RULE_SAME,
   UUID_RULE_BITMAP_PEER, UUID_RULE_BITMAP_CROSSED, UUID_RULE_BITMAP_LOCAL,
   UUID_RULE_HISTORY_PEER, UUID_RULE_HISTORY_LOCAL,
+  UUID_RULE_TENTATIVE_LOCAL, UUID_RULE_TENTATIVE_PEER,
   UUID_RULE_SPLIT_BRAIN_BITMAP, UUID_RULE_SPLIT_BRAIN_HISTORY,
   UUID_RULE_NO_CONSISTENT_SOURCE, UUID_RULE_INCONSISTENT_LOCAL,
   UUID_RULE_INCONSISTENT_PEER, UUID_RULE_UNRELATED,
@@ -749,6 +759,60 @@ START_TEST (test_scenario_three_nodes_shared_history)
 }
 END_TEST
 
+/* Three nodes, B primary, C away.  B's first write starts a generation
+ * (tentative until a write of it completes); A, connected, takes it,
+ * flag and all.  A is cut off before any write completes: B has lost
+ * quorum, withdraws the generation (the engine restores B's tuple from
+ * before it), and once C is back starts another from the same parent,
+ * which its first completed write commits.  A then meets B or C: A is
+ * behind, not the other half of a split brain (seed 505761707 of
+ * tests/fault-random.py --nodes 3 --faults kill,stop,partition,promote
+ * --duration 120 ended in rule 100 this way).  Had A's copy not been
+ * tentative, it would be rule 100; had both been, too. */
+START_TEST (test_scenario_withdrawn_generation)
+{
+  struct gen_uuids b, a, c, b_a, before, a_stale;
+  uint64_t x;
+
+  uuid_init_in_sync (&b, "r0", SIZE);
+  x = b.gu_current;
+  a = c = b;
+
+  /* B's first write with C away: a tentative generation; A follows. */
+  before = b;
+  uuid_new_current (&b, N1);
+  b.gu_flags |= T;
+  uuid_adopt_current (&a, N1);
+  a.gu_flags |= T;
+  b_a = view_of (&b, 0);        /* A was connected: no bitmap for it */
+  expect (&b_a, &a, UUID_NO_SYNC, UUID_RULE_SAME);
+  a_stale = a;
+  a_stale.gu_flags &= ~T;
+
+  /* A is cut off; B withdraws N1 and, with C back, starts N2 from X. */
+  b = before;
+  uuid_new_current (&b, N2);
+  b.gu_flags |= T;
+  uuid_adopt_current (&c, N2);
+  c.gu_flags |= T;
+  /* Before a write of N2 completes, both are tentative: refused. */
+  expect (&b, &a, UUID_SPLIT_BRAIN, UUID_RULE_SPLIT_BRAIN_HISTORY);
+  /* A write of N2 completes: B, then C on B's UUIDS, commit it. */
+  b.gu_flags &= ~T;
+  c.gu_flags &= ~T;
+  ck_assert_uint_eq (b.gu_bitmap, x);
+  expect (&b, &a, UUID_SYNC_SOURCE_FULL, UUID_RULE_TENTATIVE_PEER);
+  expect (&c, &a, UUID_SYNC_SOURCE_FULL, UUID_RULE_TENTATIVE_PEER);
+  /* Without the flag A would be the other half of a split brain. */
+  expect (&c, &a_stale, UUID_SPLIT_BRAIN, UUID_RULE_SPLIT_BRAIN_HISTORY);
+  /* A resynced from C takes C's tuple, flag and all. */
+  uuid_resync_finished_target (&a, &c);
+  ck_assert_uint_eq (a.gu_current, N2);
+  ck_assert (!(a.gu_flags & T));
+  expect (&a, &b, UUID_SYNC_TARGET_BITMAP, UUID_RULE_SAME_BITMAP_PEER);
+}
+END_TEST
+
 /* ---- The helpers one by one. */
 
 START_TEST (test_new_current)
@@ -855,7 +919,7 @@ START_TEST (test_check)
     struct gen_uuids u;
     const char *why;
   } bad[] = {
-    { G (X, 0, 0, 0, 0x8), "unknown flags" },
+    { G (X, 0, 0, 0, 0x10), "unknown flags" },
     { G (X, J, 0, 0, C), "bitmap UUID" },
     { G (X, 0, 0, J, C), "history UUID 1" },
     { G (J, 0, 0, 0, C), "Consistent" },
@@ -865,7 +929,7 @@ START_TEST (test_check)
   };
   static const struct gen_uuids good[] = {
     G (J, 0, 0, 0, 0), G (0, 0, 0, 0, 0), G (X, 0, 0, 0, 0),
-    G (X, Y, Z, W, C | K | P), G (X, X, 0, 0, C),
+    G (X, Y, Z, W, C | K | P | T), G (X, X, 0, 0, C),
   };
   char err[128];
   size_t i;
@@ -933,7 +997,7 @@ END_TEST
 #define NBM  4
 #define NH0  4
 #define NH1  2
-#define NFL  8
+#define NFL  16
 #define NTUPLES (NCUR * NBM * NH0 * NH1 * NFL)
 
 static struct gen_uuids
@@ -1035,6 +1099,7 @@ uuid_compare_suite (void)
   tcase_add_test (tc, test_scenario_forced_inconsistent);
   tcase_add_test (tc, test_scenario_three_nodes);
   tcase_add_test (tc, test_scenario_three_nodes_shared_history);
+  tcase_add_test (tc, test_scenario_withdrawn_generation);
   suite_add_tcase (s, tc);
 
   tc = tcase_create ("helpers");

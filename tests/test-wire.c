@@ -921,11 +921,12 @@ START_TEST (test_hello_state_reject)
   memset (buf + 8, 0xff, 8);
   hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "size 18446744073709551615");
 
-  /* Generation UUID flags beyond Consistent | CrashedPrimary | Primary. */
+  /* Generation UUID flags beyond Consistent | CrashedPrimary | Primary |
+   * Tentative. */
   memcpy (buf, good, sizeof buf);
-  buf[51] = 0x08;
+  buf[51] = 0x10;
   hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "HELLO_STATE: generation UUID "
-                   "flags 0x8 unknown");
+                   "flags 0x10 unknown");
   memcpy (buf, good, sizeof buf);
   buf[48] = 0x80;
   hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "flags 0x80000000 unknown");
@@ -1093,7 +1094,7 @@ START_TEST (test_hello_state_fuzz)
       ck_assert_uint_le (hello.role, REPL_ROLE_MAX);
       ck_assert_uint_le (hello.disk_state, REPL_DISK_STATE_MAX);
       ck_assert_uint_le (hello.size, INT64_MAX);
-      ck_assert_uint_le (hello.uuids.flags, 7);
+      ck_assert_uint_le (hello.uuids.flags, GU_FLAGS_KNOWN);
       wire_encode_hello_state (&hello, buf2);
       ck_assert_mem_eq (buf, buf2, REPL_HELLO_STATE_SIZE);
     }
