@@ -358,7 +358,10 @@ class Run:
         else:
             n = nodes_of(t)
             cfg = os.path.join(tmp, f"{t}.yaml")
-            with open(cfg, "w") as f:
+            # Owner-only: a node refuses a config holding a secret that
+            # others can read (repl-2-tls).
+            fd = os.open(cfg, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
                 f.write(self.repl_config(t))
             self.pids[t] = []
             for i in reversed(range(n)):
