@@ -503,8 +503,8 @@ class Run:
         try:
             # CPU over the measured window (after the ramp).
             time.sleep(s["ramp"] + 0.3)
-            fpids = c.descendants(fio.pid)
-            ours = set(self.procs.procs) | {fio.pid} | set(fpids)
+            fpids = [fio.pid, *c.descendants(fio.pid)]    # fio and its jobs
+            ours = set(self.procs.procs) | set(fpids)
             t0 = time.monotonic()
             a_f, a_a = c.proc_ticks([self.front[t]]), c.proc_ticks(self.pids[t])
             a_p, a_m = c.proc_ticks(fpids), c.machine_ticks()
