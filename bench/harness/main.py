@@ -30,6 +30,7 @@ import common as c                 # noqa: E402
 def on_signal(signum, frame):
     # Unwinds through every finally: the run's clean-up stops what it
     # started and removes what it made.
+    c.say(f"stopped by signal {signal.Signals(signum).name}; cleaning up")
     raise SystemExit(128 + signum)
 
 
@@ -46,7 +47,9 @@ def build():
 
 def main():
     args = sys.argv[1:]
-    for s in (signal.SIGTERM, signal.SIGHUP):
+    # SIGINT too, even where the shell that started us ignores it (a
+    # background job).
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, on_signal)
     table = bool(args) and args[0] in ("--table", "--scale")
     if args[:1] in (["-h"], ["--help"]):
@@ -59,8 +62,6 @@ def main():
     except c.BenchError as e:
         c.say(str(e))
         return 1
-    except KeyboardInterrupt:
-        return 130
 
 
 if __name__ == "__main__":
