@@ -83,6 +83,19 @@ def git_dirty(cwd=TOP):
     return len(out.splitlines()) if out else 0
 
 
+def out_dir():
+    """Where reports and the run directories go: bench/out/, or
+    BENCH_OUTDIR (the harness's own test)."""
+    return os.path.abspath(os.environ.get("BENCH_OUTDIR")
+                           or os.path.join(TOP, "bench", "out"))
+
+
+def out_name(path):
+    """path for the report: relative to the tree when under it."""
+    rel = os.path.relpath(path, TOP)
+    return path if rel.startswith("..") else rel
+
+
 def run_stamp():
     """A run is named by its UTC date and time and the commit measured
     (with +changes when tracked files differ from it)."""

@@ -81,7 +81,8 @@ repl-2n-base and diskless-base, run with its plugin right after repl-2n
 and diskless, and a comparison of the two builds), BENCH_PERF=1
 (--table: one extra diskless 4k randwrite QD16 point under `perf record
 -g` of the diskless nbdkit; report in bench/out/DATE-COMMIT/perf-diskless.txt),
-BENCH_PREBUILT (no install-deps, no build: scripts/bench).
+BENCH_PREBUILT (no install-deps, no build: scripts/bench), BENCH_OUTDIR
+(where the reports and run directories go; default bench/out).
 
 Everything is bounded (replbench and fio with deadlines, bounded polls);
 only the processes, mounts and namespaces this program made are stopped
@@ -213,9 +214,9 @@ class Table:
     def setup(self):
         s = self.s
         self.stamp = c.run_stamp()
-        self.outdir = os.path.join(c.TOP, "bench", "out", self.stamp)
-        self.report_path = os.path.join(c.TOP, "bench", "out",
-                                        f"{s['mode']}-{self.stamp}.md")
+        self.outdir = os.path.join(c.out_dir(), self.stamp)
+        self.out = c.out_name(self.outdir)     # as the report names it
+        self.report_path = os.path.join(c.out_dir(), f"{s['mode']}-{self.stamp}.md")
         os.makedirs(self.outdir, exist_ok=True)
         self.tmpdir = tempfile.mkdtemp(prefix="nbdrepl-table.", dir="/var/tmp")
         self.shm = os.path.join(self.tmpdir, "shm")
@@ -885,8 +886,8 @@ class Table:
         add("- rows run one after another (each target started, measured on all workloads, "
             "stopped), in the same order in every repetition, so a noisy period of the "
             "shared machine hits whichever row ran then; the repetitions spread that over time")
-        add(f"- every command: bench/out/{self.stamp}/commands.txt; every point: "
-            f"bench/out/{self.stamp}/points.tsv")
+        add(f"- every command: {self.out}/commands.txt; every point: "
+            f"{self.out}/points.tsv")
         add("")
         return "\n".join(o) + "\n"
 

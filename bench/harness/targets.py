@@ -83,6 +83,8 @@ Environment:
                       order of BENCH_TARGETS
   BENCH_KEEP_TMPDIR   set to keep the temporary directory
   BENCH_PREBUILT      set: no install-deps, no build (scripts/bench)
+  BENCH_OUTDIR        where the reports and run directories go (default
+                      bench/out)
 
 Everything is bounded: every wait is a bounded poll, every fio run has a
 deadline, only loopback addresses are used, and only the processes this
@@ -194,9 +196,9 @@ class Run:
     def setup(self):
         s = self.s
         self.stamp = c.run_stamp()
-        self.outdir = os.path.join(c.TOP, "bench", "out", self.stamp)
-        self.report_path = os.path.join(c.TOP, "bench", "out",
-                                        f"results-{self.stamp}.md")
+        self.outdir = os.path.join(c.out_dir(), self.stamp)
+        self.out = c.out_name(self.outdir)     # as the report names it
+        self.report_path = os.path.join(c.out_dir(), f"results-{self.stamp}.md")
         for d in ("fio", "logs"):
             os.makedirs(os.path.join(self.outdir, d), exist_ok=True)
         os.makedirs(s["tmpbase"], exist_ok=True)
@@ -1000,10 +1002,10 @@ class Run:
                 "repl-2-node0 and an 'invalidated; reconnecting for a full sync' one on "
                 "repl-2-node1.\n")
         if not errs:
-            add(f"No line containing 'error' in any nbdkit log (logs: bench/out/{self.stamp}/logs/).")
+            add(f"No line containing 'error' in any nbdkit log (logs: {self.out}/logs/).")
         else:
             add(f"{len(errs)} line(s) containing 'error' (first 40 shown, verbatim; logs: "
-                f"bench/out/{self.stamp}/logs/):\n")
+                f"{self.out}/logs/):\n")
             add("```\n" + "\n".join(errs[:40]) + "\n```")
         add("\n## Commands\n")
         add("Servers (ports picked free at start, all bound to 127.0.0.1):\n")
@@ -1021,7 +1023,7 @@ class Run:
                     add("```yaml\n" + f.read() + "```")
         if fio_wls:
             add(f"\nfio (one line per workload and target; every repetition is the same "
-                f"line but for its file names; all in bench/out/{self.stamp}/fio-commands.txt; "
+                f"line but for its file names; all in {self.out}/fio-commands.txt; "
                 "each job file, kept in fio/, is `[global]`, `include bench/fio/nbd.fio`, "
                 "`include bench/fio/WORKLOAD.fio`, `[WORKLOAD]`):\n")
             add("```")
@@ -1033,7 +1035,7 @@ class Run:
         if self.resync_cmds:
             add("\nresync (repl-2; $TMP/random.data written once with dd from /dev/urandom):\n")
             add("```\n" + self.resync_cmds.replace(self.tmpdir + "/", "$TMP/") + "\n```")
-        add(f"\nRaw data: bench/out/{self.stamp}/ (points.tsv, points.json, fio/*.fio, "
+        add(f"\nRaw data: {self.out}/ (points.tsv, points.json, fio/*.fio, "
             "fio/*.json, logs/" + (", resync/: nbdcopy output, every status poll, the "
                                    "final status" if self.resync_cmds else "") + ").")
         return "\n".join(o) + "\n"
