@@ -457,7 +457,7 @@ class Run:
                      "during the window (no retry left; counted)")
         return True
 
-    def after_point(self, t, point, sock=None):
+    def after_point(self, t, point):
         if not self.alive(t):
             add_note(point, f"a node of {t} died during the point")
             point["status"] = "failed"
@@ -481,6 +481,7 @@ class Run:
         point = self.new_point(rep, w, t)
         if not self.alive(t):
             point.update(status="dead", note=f"a node of {t} is not running")
+            self.failures += 1
             return self.record(point, False)
         self.check_before(t, point)
         self.before_point(t, point)
