@@ -420,6 +420,15 @@ def clat_us(side, pct):
 
 # ---- results -------------------------------------------------------------
 
+def read_json(path):
+    """A JSON file's content, or None."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
 def write_points(outdir, cols, points):
     """Every point, as points.tsv (one line each) and points.json."""
     with open(os.path.join(outdir, "points.tsv"), "w") as f:

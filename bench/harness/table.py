@@ -509,7 +509,7 @@ class Table:
         if r.returncode != 0:
             die(f"replbench failed on {row} / {w}: {self.log_tail('replbench')}")
         t1 = sum(c.proc_ticks(self.servers).values())
-        j = read_json(jsonf)
+        j = c.read_json(jsonf)
         if j is None:
             die(f"replbench wrote no JSON on {row} / {w}")
         # Server CPU per I/O: the row's server processes' user + system
@@ -543,7 +543,10 @@ class Table:
         if rc != 0:
             die(f"fio failed on {row} / {w}: {self.log_tail('fio')}")
         t1 = sum(c.proc_ticks(self.servers).values())
-        jb = read_json(base + ".json")["jobs"][0]
+        res = c.read_json(base + ".json")
+        if not res or res["jobs"][0].get("error") != 0:
+            die(f"fio reported an error on {row} / {w}: see {base}.json")
+        jb = res["jobs"][0]
         # Latency: the write side's for writes and the mix, the read
         # side's for pure reads (fio reports them apart; replbench
         # together).  CPU µs/IO as rates over rates: fio's own (usr_cpu +
@@ -958,14 +961,6 @@ plot "{dat}" using 0:2:xtic(1) with boxes lc rgb "#3b6ea5", "" using 0:2:(sprint
             "most 2 storage nodes, so the node count scales through the primary.")
         add("")
         return "\n".join(o) + "\n"
-
-
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def main(args, build):

@@ -536,7 +536,7 @@ class Run:
                 self.outdir, "fio", f"{tag}.out"), 3))
         res = None
         if point["status"] == "ok":
-            res = read_json(jsonf)
+            res = c.read_json(jsonf)
             if not res or res["jobs"][0].get("error") != 0:
                 point["status"] = "failed"
                 add_note(point, "fio reported an error: " + (
@@ -1062,14 +1062,6 @@ def count_lines(path):
             return sum(1 for _ in f)
     except OSError:
         return 0
-
-
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def read_through(path, secs):
