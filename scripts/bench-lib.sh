@@ -1,4 +1,6 @@
-# nbdrepl: helpers shared by scripts/bench and scripts/bench-table.
+# nbdrepl: helpers for scripts/bench-vm (`scripts/bench --table-vm`),
+# which runs inside a guest; the other benchmarks are the Python harness
+# in bench/harness/ (common.py has the same helpers there).
 # Sourced, not run.  Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause.
 #
 # The sourcing script sets BENCH_NAME (the prefix of its messages) and,
