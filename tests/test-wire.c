@@ -13,6 +13,7 @@
 #include <check.h>
 
 #include "wire.h"
+#include "uuid-compare.h"
 
 /* What the header docs in wire.h say, written out again independently
  * of the table in wire.c. */
