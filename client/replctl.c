@@ -63,7 +63,7 @@ usage (FILE *fp, int status)
            "       replctl (-s SOCKET | -c CONFIG -n NODE) connect --discard-my-data\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) disconnect | connect | pause-sync | resume-sync | invalidate-remote PEER\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) verify --stop\n"
-           "       replctl (-s SOCKET | -c CONFIG -n NODE) adjust | resume-io | outdate\n"
+           "       replctl (-s SOCKET | -c CONFIG -n NODE) adjust | resume-io | outdate | down\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) events [--now] [--statistics] [--json]\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) role | quorum | dstate [PEER] | cstate [PEER]\n"
            "\n"
@@ -91,6 +91,8 @@ usage (FILE *fp, int status)
            "  adjust            apply the node's changed configuration file\n"
            "  resume-io         let writes held by a failed fence go on\n"
            "  outdate           (secondary) mark this node's data out of date\n"
+           "  down              stop the node (nbdkit exits; a Primary is demoted\n"
+           "                    first, and refuses with clients attached)\n"
            "  events            print every state change as it happens, until the\n"
            "                    node stops\n"
            "      --now         the current state first (\"exists\" lines)\n"
@@ -776,6 +778,7 @@ main (int argc, char *argv[])
              strcmp (command, "adjust") == 0 ||
              strcmp (command, "resume-io") == 0 ||
              strcmp (command, "outdate") == 0 ||
+             strcmp (command, "down") == 0 ||
              strcmp (command, "events") == 0) {
       fprintf (stderr, "replctl: %s: unknown option '%s'\n", command,
                argv[i]);
@@ -849,7 +852,8 @@ main (int argc, char *argv[])
       strcmp (command, "invalidate") == 0 ||
       strcmp (command, "primary") == 0 || strcmp (command, "secondary") == 0 ||
       strcmp (command, "adjust") == 0 || strcmp (command, "resume-io") == 0 ||
-      strcmp (command, "outdate") == 0 || strcmp (command, "events") == 0) {
+      strcmp (command, "outdate") == 0 || strcmp (command, "down") == 0 ||
+      strcmp (command, "events") == 0) {
     char line[128];
 
     snprintf (line, sizeof line, "%s%s%s%s\n", command,

@@ -121,6 +121,47 @@ engine_outdate (struct repl_node *node, char *err, size_t errlen)
   return 0;
 }
 
+void
+engine_on_down (struct repl_node *node, void (*stop) (void))
+{
+  node->n_down_fn = stop;
+}
+
+bool
+engine_down_requested (struct repl_node *node)
+{
+  return atomic_load (&node->n_down_requested);
+}
+
+/* replctl down (drbdadm down): the node stops, cleanly, as on SIGTERM.
+ * A Primary with NBD clients attached refuses, as DRBD refuses a device
+ * held open; a Primary with none is demoted first, so that it stops as
+ * a Secondary (and its peers see it go without a fence).  The process
+ * exits with status 0: systemd's Restart=on-abnormal leaves it stopped.
+ * "Up" is starting nbdkit again (systemctl start nbdrepl@RESOURCE). */
+int
+engine_down (struct repl_node *node, const struct ucred *cred, char *err,
+             size_t errlen)
+{
+  if (node->n_down_fn == NULL) {
+    snprintf (err, errlen, "this process cannot stop itself; stop it with "
+              "SIGTERM");
+    return -1;
+  }
+  if (atomic_load (&node->n_down_requested)) {
+    snprintf (err, errlen, "already stopping");
+    return -1;
+  }
+  if (node_role (node) == REPL_ROLE_PRIMARY &&
+      engine_set_role (node, false, false, err, errlen) == -1)
+    return -1;
+  atomic_store (&node->n_down_requested, true);
+  log_info ("stopping: replctl down from uid %u (pid %d)",
+            (unsigned) cred->uid, (int) cred->pid);
+  node->n_down_fn ();
+  return 0;
+}
+
 /* replctl verify --stop: a running verify ends at its next request. */
 int
 engine_verify_stop (struct repl_node *node, char *err, size_t errlen)

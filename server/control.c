@@ -973,6 +973,16 @@ serve (struct repl_node *node, int fd, const struct ucred *cred)
     sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
     return false;
   }
+  else if (strcmp (cmd, "down") == 0) {
+    char err[256], msg[320];
+
+    if (engine_down (node, cred, err, sizeof err) == -1)
+      snprintf (msg, sizeof msg, "error: down: %.256s\n", err);
+    else
+      snprintf (msg, sizeof msg, "stopping\n");
+    sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
+    return false;
+  }
   else if (strcmp (cmd, "adjust") == 0) {
     char out[1024], msg[1100];
 

@@ -29,6 +29,14 @@ extern int engine_start (struct repl_node *node);
 /* Stop every thread, close everything and free the node. */
 extern void engine_destroy (struct repl_node *node);
 
+/* How `replctl down` stops the process: the plugin passes
+ * nbdkit_shutdown, which makes nbdkit unload the plugin (and so call
+ * engine_destroy) and exit with status 0.  Until set, down is refused. */
+extern void engine_on_down (struct repl_node *node, void (*stop) (void));
+
+/* Did `replctl down` stop it?  (For the plugin's last log line.) */
+extern bool engine_down_requested (struct repl_node *node);
+
 extern uint64_t engine_size (struct repl_node *node);
 
 /* May an NBD client use this node?  Only the primary serves clients;

@@ -570,6 +570,8 @@ extern int engine_pause_sync (struct repl_node *node, const char *name,
 extern int engine_verify_stop (struct repl_node *node, char *err,
                                size_t errlen);
 extern int engine_outdate (struct repl_node *node, char *err, size_t errlen);
+extern int engine_down (struct repl_node *node, const struct ucred *cred,
+                        char *err, size_t errlen);
 extern int engine_invalidate_remote (struct repl_node *node,
                                      const char *name, char *err,
                                      size_t errlen);
@@ -731,6 +733,9 @@ struct repl_node {
   pthread_mutex_t n_role_lock;  /* serialises role changes and client
                                    opens against them (role.c) */
   atomic_uint_fast64_t n_clients; /* NBD client connections open */
+  void (*n_down_fn) (void);     /* replctl down: set once before
+                                   engine_start (engine_on_down) */
+  atomic_bool n_down_requested; /* ... and it was called */
   bool n_auto_promoted;         /* promoted by a client open (auto-promote):
                                    demoted when the last one closes */
   pthread_mutex_t n_lock;       /* guards n_role, n_disk, n_primary_id,

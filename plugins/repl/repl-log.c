@@ -194,13 +194,15 @@ repl_log_watch_signals (void)
 }
 
 void
-repl_log_stop (void)
+repl_log_stop (bool by_command)
 {
   int sig = atomic_load (&stop_signal);
   pid_t from = atomic_load (&stop_sender);
   char comm[64] = "", path[64];
   FILE *fp;
 
+  if (sig == 0 && by_command)
+    return;                     /* logged when the command came */
   if (sig == 0) {
     log_info ("stopping: nbdkit is shutting down without a signal (its "
               "--run command ended, its only client left, or it could "

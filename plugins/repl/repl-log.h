@@ -14,7 +14,8 @@ extern void repl_log_sink (enum log_level level, const char *msg);
  * signal stops it, and from whom. */
 extern void repl_log_watch_signals (void);
 
-/* Log why nbdkit is stopping (.cleanup). */
-extern void repl_log_stop (void);
+/* Log why nbdkit is stopping (.cleanup); by_command: `replctl down`
+ * asked for it, and said so. */
+extern void repl_log_stop (bool by_command);
 
 #endif /* NBDREPL_REPL_LOG_H */

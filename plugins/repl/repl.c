@@ -138,7 +138,10 @@ repl_get_ready (void)
 {
   repl_node = engine_create (repl_config_path, repl_node_name, repl_primary,
                              repl_insecure);
-  return repl_node ? 0 : -1;
+  if (repl_node == NULL)
+    return -1;
+  engine_on_down (repl_node, nbdkit_shutdown);
+  return 0;
 }
 
 static int
@@ -155,7 +158,7 @@ repl_after_fork (void)
 static void
 repl_cleanup (void)
 {
-  repl_log_stop ();
+  repl_log_stop (repl_node != NULL && engine_down_requested (repl_node));
   engine_destroy (repl_node);
   repl_node = NULL;
 }
