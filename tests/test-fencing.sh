@@ -104,6 +104,7 @@ grep -q "this node is Primary" <<<"$out" || fail "outdate on the Primary: $out"
 [ "$("$REPLCTL" -s "$(sock node1)" dstate)" = Outdated ] ||
     fail "dstate after outdate: $("$REPLCTL" -s "$(sock node1)" dstate)"
 "$REPLCTL" -s "$(sock node0)" secondary >/dev/null || fail "demote failed"
+wait_for node1 '.peers[0].role == "Secondary"' 10
 out=$("$REPLCTL" -s "$(sock node1)" primary 2>&1) && fail "an Outdated node was promoted: $out"
 grep -q "not UpToDate" <<<"$out" || fail "promote of an Outdated node: $out"
 info "outdate: Outdated, promotion refused without --force"
