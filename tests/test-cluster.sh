@@ -40,6 +40,15 @@ requires jq --version
 requires test -c /dev/fuse
 requires test -w /dev/loop-control
 [ "$(id -u)" -eq 0 ] || { echo "$test_name: SKIP: needs root (namespaces, mounts, loop devices)"; exit 77; }
+# The scenarios run in the plain build (make check).  Under the
+# sanitizers (scripts/sanitize sets ASAN_OPTIONS) the nodes are started
+# by Pacemaker's executor, not by the test, and the run would take
+# another three minutes of CI's time for code the other tests already
+# run instrumented.
+if [ -n "${ASAN_OPTIONS:-}${TSAN_OPTIONS:-}" ]; then
+    echo "$test_name: SKIP: the cluster scenarios run in the plain build, not under the sanitizers"
+    exit 77
+fi
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 SRC="$(cd "$HERE/.." && pwd)"
