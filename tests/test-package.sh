@@ -49,6 +49,7 @@ for f in "$plugindir/nbdkit-repl-plugin.so" /usr/sbin/replctl \
          /usr/share/man/man1/nbdkit-repl-plugin.1.gz \
          /usr/share/man/man8/replctl.8.gz \
          /usr/lib/ocf/resource.d/nbdrepl/repl \
+         /usr/lib/ocf/resource.d/nbdrepl/attach \
          /usr/share/doc/nbdrepl/examples/r0.yaml /etc/nbdrepl/; do
     grep -qxF "$f" "$tmpdir/files" || fail "the package has no $f"
 done
