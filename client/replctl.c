@@ -45,6 +45,35 @@
 
 static void usage (FILE *fp, int status) __attribute__ ((noreturn));
 
+/* "128M", "4096", "2G": bytes (K, M, G, T are powers of 1024).  Returns
+ * 0, or -1 for anything else, 0 or an overflow. */
+static int
+parse_size (const char *s, uint64_t *bytes)
+{
+  unsigned shift = 0;
+  uint64_t v;
+  char *end;
+
+  if (s[0] < '0' || s[0] > '9')
+    return -1;
+  errno = 0;
+  v = strtoull (s, &end, 10);
+  if (errno != 0 || v == 0)
+    return -1;
+  switch (*end) {
+  case '\0': break;
+  case 'K': case 'k': shift = 10; end++; break;
+  case 'M': case 'm': shift = 20; end++; break;
+  case 'G': case 'g': shift = 30; end++; break;
+  case 'T': case 't': shift = 40; end++; break;
+  default: return -1;
+  }
+  if (*end != '\0' || v > (UINT64_MAX >> shift))
+    return -1;
+  *bytes = v << shift;
+  return 0;
+}
+
 static void
 usage (FILE *fp, int status)
 {
@@ -64,6 +93,7 @@ usage (FILE *fp, int status)
            "       replctl (-s SOCKET | -c CONFIG -n NODE) disconnect | connect | pause-sync | resume-sync | invalidate-remote PEER\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) verify --stop\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) adjust | resume-io | outdate\n"
+           "       replctl (-s SOCKET | -c CONFIG -n NODE) resize [--assume-clean] [--size BYTES]\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) events [--now] [--statistics] [--json]\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) role | quorum | dstate [PEER] | cstate [PEER]\n"
            "\n"
@@ -91,6 +121,11 @@ usage (FILE *fp, int status)
            "  adjust            apply the node's changed configuration file\n"
            "  resume-io         let writes held by a failed fence go on\n"
            "  outdate           (secondary) mark this node's data out of date\n"
+           "  resize            (Primary) grow the volume to what every node's\n"
+           "                    backing device holds now (grow them first);\n"
+           "                    the new area resyncs\n"
+           "      --assume-clean  the new area is identical on every node already\n"
+           "      --size BYTES  grow to this size (K, M, G, T: powers of 1024)\n"
            "  events            print every state change as it happens, until the\n"
            "                    node stops\n"
            "      --now         the current state first (\"exists\" lines)\n"
@@ -688,6 +723,8 @@ main (int argc, char *argv[])
   bool discard = false, stop = false;
   const char *peer_name = NULL;
   char events_args[64] = "";
+  bool assume_clean = false;
+  uint64_t resize_to = 0;
   double interval = WATCH_DEFAULT_S;
   int c, i, status;
 
@@ -753,6 +790,18 @@ main (int argc, char *argv[])
     else if (strcmp (command, "create-md") == 0 &&
              strcmp (argv[i], "--in-sync") == 0)
       in_sync = true;
+    else if (strcmp (command, "resize") == 0 &&
+             strcmp (argv[i], "--assume-clean") == 0)
+      assume_clean = true;
+    else if (strcmp (command, "resize") == 0 &&
+             strcmp (argv[i], "--size") == 0) {
+      if (i + 1 >= argc || parse_size (argv[i + 1], &resize_to) == -1) {
+        fprintf (stderr, "replctl: resize --size: give bytes, or a number "
+                 "with K, M, G or T (powers of 1024)\n");
+        usage (stderr, EXIT_FAILURE);
+      }
+      i++;
+    }
     else if (strcmp (command, "events") == 0 &&
              (strcmp (argv[i], "--now") == 0 ||
               strcmp (argv[i], "--statistics") == 0 ||
@@ -776,6 +825,7 @@ main (int argc, char *argv[])
              strcmp (command, "adjust") == 0 ||
              strcmp (command, "resume-io") == 0 ||
              strcmp (command, "outdate") == 0 ||
+             strcmp (command, "resize") == 0 ||
              strcmp (command, "events") == 0) {
       fprintf (stderr, "replctl: %s: unknown option '%s'\n", command,
                argv[i]);
@@ -838,6 +888,23 @@ main (int argc, char *argv[])
       usage (stderr, EXIT_FAILURE);
     }
     snprintf (line, sizeof line, "%s %.100s\n", command, peer_name);
+    if (socket_path != NULL)
+      return cmd_request (socket_path, line);
+    n = load_node (config_path, node_name, &cfg);
+    status = cmd_request (n->nc_control, line);
+    config_free (&cfg);
+    return status;
+  }
+  if (strcmp (command, "resize") == 0) {
+    char line[128];
+
+    snprintf (line, sizeof line, "resize%s", assume_clean
+              ? " --assume-clean" : "");
+    if (resize_to != 0) {
+      size_t l = strlen (line);
+      snprintf (line + l, sizeof line - l, " --size %" PRIu64, resize_to);
+    }
+    strcat (line, "\n");
     if (socket_path != NULL)
       return cmd_request (socket_path, line);
     n = load_node (config_path, node_name, &cfg);

@@ -202,6 +202,28 @@ wire_corpus (void)
     save ("wire", "diskless", &b);
   }
 
+  /* Online grow: a query, its answer, the resize itself (from 1 MiB,
+   * the volume of byte 0x1b, to 2 MiB), and one from the wrong size. */
+  {
+    static const uint8_t from[8] = { 0, 0, 0, 0, 0, 0x10, 0, 0 };
+    static const uint8_t wrong[8] = { 0, 0, 0, 0, 0, 0x20, 0, 0 };
+
+    b.n = 0;
+    put_byte (&b, 0x1b);
+    put_msg (&b, REPL_MSG_RESIZE_QUERY, 0, 0, 0, 1, 2 << 20, NULL);
+    put_msg (&b, REPL_MSG_RESIZE_REPLY, 0, 0, 0, 1, 2 << 20, NULL);
+    put_msg (&b, REPL_MSG_RESIZE_REPLY, REPL_FLAG_ERROR, 0, 0, 1, 1 << 20,
+             NULL);
+    put_msg (&b, REPL_MSG_RESIZE, 0, 8, 0, 1, 2 << 20, from);
+    put_msg (&b, REPL_MSG_WRITE, 0, 512, 512, 2, (2 << 20) - 512, data);
+    save ("wire", "resize", &b);
+    b.n = 0;
+    put_byte (&b, 0x1b);
+    put_msg (&b, REPL_MSG_RESIZE, REPL_FLAG_ASSUME_CLEAN, 8, 0, 1, 2 << 20,
+             wrong);
+    save ("wire", "resize-wrong-size", &b);
+  }
+
   /* Nearly valid: one field wrong each. */
   b.n = 0;
   put_byte (&b, 0x9b);                          /* 1-byte error buffer */
