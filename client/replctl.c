@@ -663,11 +663,21 @@ cmd_dump_md (const char *config_path, const struct repl_config *cfg,
     fprintf (stderr, "replctl: %s: %s\n", path, err);
     status = EXIT_FAILURE;
   }
-  /* Shown whatever it says; but a node would refuse to start on it. */
-  else if (md_check (&md, n->nc_id, size, err, sizeof err) == -1) {
+  /* Shown whatever it says; but a node would refuse to start on it.
+   * External metadata may say less than the disk holds: a disk grown
+   * for a resize that has not run yet (server/resize.c). */
+  else if (md_check (&md, n->nc_id, n->nc_meta_internal ? size : 0,
+                     err, sizeof err) == -1) {
     fflush (stdout);
     fprintf (stderr, "replctl: %s: %s (node %s, disk %s)\n", path, err,
              n->nc_name, n->nc_disk);
+    status = EXIT_FAILURE;
+  }
+  else if (md.md_super.ms_geom.mg_size > size) {
+    fflush (stdout);
+    fprintf (stderr, "replctl: %s: the volume has %" PRIu64 " bytes, but "
+             "disk %s only %" PRIu64 " (node %s)\n", path,
+             md.md_super.ms_geom.mg_size, n->nc_disk, size, n->nc_name);
     status = EXIT_FAILURE;
   }
   md_close (&md);

@@ -471,7 +471,7 @@ engine_resize (struct repl_node *node, bool assume_clean, uint64_t want,
   uint64_t old = volume_size (&node->n_vol), size, cap;
   enum repl_role role;
   enum repl_disk_state disk;
-  char away[256] = "", err[400];
+  char away[256] = "", unacked[256] = "", err[400];
   uint32_t mark;
   size_t i, n = 0, nresync = 0;
   int r = -1;
@@ -582,11 +582,16 @@ engine_resize (struct repl_node *node, bool assume_clean, uint64_t want,
     if (rp[i].rp_grown)
       c->c_size = size;
     pthread_mutex_unlock (&p->pr_lock);
-    if (!rp[i].rp_grown)
+    if (!rp[i].rp_grown) {
+      size_t l = strlen (unacked);
+
       log_error ("peer %s: it did not acknowledge the resize to %" PRIu64
                  " bytes; it learns the size when it reconnects, or "
                  "refuses the connection (see its log)", p->pr_cfg->nc_name,
                  size);
+      snprintf (unacked + l, sizeof unacked - l, "%s%s", l ? ", " : "",
+                p->pr_cfg->nc_name);
+    }
   }
 
   /* Clients see it from here on; the new area goes to the peers. */
@@ -620,6 +625,12 @@ engine_resize (struct repl_node *node, bool assume_clean, uint64_t want,
   if (away[0]) {
     size_t l = strlen (out);
     snprintf (out + l, outlen - l, "%s", away);
+  }
+  if (unacked[0]) {
+    size_t l = strlen (out);
+    snprintf (out + l, outlen - l, "; did not acknowledge (they grow at "
+              "their next connection, or refuse it: see their logs): %s",
+              unacked);
   }
   log_info ("resize: %s", out);
   r = 0;
