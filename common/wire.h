@@ -241,9 +241,10 @@ struct repl_uuids {
  *   8  8 size        the sender's volume size in bytes, <= INT64_MAX (a
  *                    diskless node: the size it learnt from a storage
  *                    node, or 0).  Sizes may differ after a resize that
- *                    one node missed: the smaller node grows to the
- *                    larger size before it takes the connection, or
- *                    refuses it (server/resize.c)
+ *                    one node missed: both refuse the connection, the
+ *                    smaller node grows to the larger size if it can,
+ *                    and the next connection has equal sizes
+ *                    (server/resize.c)
  *  16 40 uuids       the sender's generation UUIDs (above)
  *  56  8 primary_since when the sender last became Primary, ms since the
  *                    Unix epoch, 0 if never (discard-younger-primary)

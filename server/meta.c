@@ -264,10 +264,10 @@ meta_open (struct repl_node *node, const char *where)
   g = &node->n_md.md_super.ms_geom;
   if (g->mg_size > node->n_vol.vol_size) {
     errno = EINVAL;
-    log_error ("%smetadata %s: the volume has %" PRIu64 " bytes, but disk "
-               "%s only %" PRIu64 " (did it shrink? shrinking is not "
-               "supported)", where, node->n_md_path, g->mg_size,
-               node->n_vol.vol_path, node->n_vol.vol_size);
+    log_error ("%smetadata %s: volume size mismatch: the metadata says %"
+               PRIu64 " bytes, the disk has %" PRIu64 " (a disk smaller "
+               "than its volume: shrinking is not supported)", where,
+               node->n_md_path, g->mg_size, node->n_vol.vol_size);
     return -1;
   }
   if (g->mg_size < node->n_vol.vol_size) {

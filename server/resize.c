@@ -5,8 +5,9 @@
  * resize` on one node; the volume grows while in use, and the new area
  * is resynced (or, with --assume-clean, taken as identical already).
  *
- * WHO RUNS IT.  The Primary; with no Primary anywhere we know of, any
- * UpToDate storage node.  That node is the new area's sync source.  It
+ * WHO RUNS IT.  The Primary; with no storage Primary anywhere we know of
+ * (none, or a diskless one), any UpToDate storage node.  That node is
+ * the new area's sync source.  It
  * refuses while a connected peer is not Established (a resync or verify
  * is running: wait for it), on a diskless node (no disk to grow), and
  * with `meta: internal` (the metadata sits at the end of the device and
@@ -43,11 +44,13 @@
  *   it learns the size at its next handshake.
  *
  * A NODE THAT WAS AWAY learns the size at its return: the HELLO_STATEs
- * carry both sizes; the smaller node grows to the larger one before it
- * takes the connection (resize_check_hello), or refuses it with both
- * sizes and why (its backing store is too small, internal metadata).
- * The larger node takes the connection and lets the smaller one decide.
- * It marks nothing: the nodes that grew marked the new area for it, and
+ * carry both sizes, and with two sizes both sides refuse the connection
+ * (no connection ever runs with two sizes); the smaller node grows to
+ * the larger size first (resize_check_hello), so that its next
+ * connection, a moment later, has equal sizes; or, if its backing store
+ * is too small (or its metadata internal), its refusal says so with
+ * both sizes, and it keeps refusing until its disk is grown.  It marks
+ * nothing: the nodes that grew marked the new area for it, and
  * the Primary (or an UpToDate secondary, by the same rules as for
  * writes) resyncs it.  Until then its new area holds whatever the
  * device held.  A node that restarts with a backing store larger than
@@ -62,6 +65,12 @@
  * next handshake (sizes equal).  The test hook NBDREPL_TEST_RESIZE_CRASH
  * (=before-commit or =after-commit) kills the process at those two
  * points, for tests/test-resize-crash.sh.
+ *
+ * DISKLESS NODES get no RESIZE (they have no disk): every storage node
+ * that grows ends its connection to them, and they take the larger
+ * size at their next handshake once no storage node at the old size is
+ * connected (diskless.c).  A diskless Primary's writes wait for the
+ * reconnection as after a storage node's restart.
  *
  * Races: a connection whose handshake ran while we grew may end up at
  * the old size on the peer; the sweep at the end drops it, and if it
@@ -227,9 +236,10 @@ resize_local (struct repl_node *node, uint64_t size, uint32_t mark_ids,
 }
 
 /* A peer's HELLO_STATE says its volume is h_size bytes (peer.c
- * check_hello, storage nodes only).  Equal: fine.  Smaller: the peer
- * grows to ours as it takes the connection, or refuses it.  Larger: a
- * resize ran while we were away; grow to it, or refuse the connection.
+ * check_hello, storage nodes only).  Equal: fine.  Otherwise both sides
+ * refuse this connection, so that no connection ever runs with two
+ * sizes; the smaller side grows to the larger size first if its disk
+ * allows (a resize it missed), and the next connection has equal sizes.
  * Returns 0, or -1 with the reason in err. */
 int
 resize_check_hello (struct conn *c, uint64_t h_size, char *err,
@@ -240,30 +250,58 @@ resize_check_hello (struct conn *c, uint64_t h_size, char *err,
   uint64_t ours = volume_size (&node->n_vol);
   char why[400];
 
-  if (h_size <= ours) {
-    if (h_size < ours)
-      log_info ("peer %s: its volume is %" PRIu64 " bytes, ours %" PRIu64
-                ": it grows to ours as it connects (a resize it missed)",
-                p->pr_cfg->nc_name, h_size, ours);
+  if (h_size == ours) {
     pthread_mutex_lock (&p->pr_lock);
     c->c_size = ours;
     pthread_mutex_unlock (&p->pr_lock);
     return 0;
   }
+  if (h_size < ours) {
+    snprintf (err, errlen, "refusing connection: peer's disk is %" PRIu64
+              " bytes, ours (%s) is %" PRIu64 " bytes; disks must be the "
+              "same size (the peer grows to ours if its disk is large "
+              "enough: a resize it missed)", h_size, node->n_vol.vol_path,
+              ours);
+    return -1;
+  }
   if (resize_local (node, h_size, 0, true, why, sizeof why) == -1) {
-    snprintf (err, errlen, "refusing connection: peer's volume is %" PRIu64
-              " bytes, ours (%s) is %" PRIu64 " bytes and cannot grow to "
-              "it: %s", h_size, node->n_vol.vol_path, ours, why);
+    snprintf (err, errlen, "refusing connection: peer's disk is %" PRIu64
+              " bytes, ours (%s) is %" PRIu64 " bytes; disks must be the "
+              "same size, and ours cannot grow: %s", h_size,
+              node->n_vol.vol_path, ours, why);
     return -1;
   }
   log_info ("peer %s: our volume grew from %" PRIu64 " to %" PRIu64
             " bytes, as the peer has it (a resize ran while this node was "
             "away); the new area comes by resync", p->pr_cfg->nc_name,
             ours, h_size);
-  pthread_mutex_lock (&p->pr_lock);
-  c->c_size = h_size;
-  pthread_mutex_unlock (&p->pr_lock);
-  return 0;
+  snprintf (err, errlen, "refusing connection: peer's disk is %" PRIu64
+            " bytes, ours (%s) was %" PRIu64 " bytes; disks must be the "
+            "same size: ours grew to it, the next connection has equal "
+            "sizes", h_size, node->n_vol.vol_path, ours);
+  return -1;
+}
+
+/* Connected diskless peers learn the new size at their next handshake
+ * (diskless.c): end their connections, once we have grown. */
+static void
+drop_diskless (struct repl_node *node, uint64_t size)
+{
+  size_t i;
+
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *q = node->n_peers[i];
+    struct conn *qc;
+
+    pthread_mutex_lock (&q->pr_lock);
+    qc = peer_conn_locked (q);
+    if (qc != NULL && !qc->c_failed && qc->c_peer_diskless &&
+        qc->c_size != size)
+      conn_fail_locked (qc, "the volume grew to %" PRIu64 " bytes: "
+                        "reconnecting, so that the diskless node learns it",
+                        size);
+    pthread_mutex_unlock (&q->pr_lock);
+  }
 }
 
 /* The node ids of our peers that are not connected: a write we applied
@@ -277,7 +315,7 @@ away_ids (struct repl_node *node, const struct peer *except)
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *q = node->n_peers[i];
 
-    if (q == except)
+    if (q == except || q->pr_cfg->nc_diskless)
       continue;
     pthread_mutex_lock (&q->pr_lock);
     if (q->pr_state != CONN_CONNECTED)
@@ -327,6 +365,7 @@ resize_handle (struct conn *c, const struct rx_msg *m)
   pthread_mutex_lock (&p->pr_lock);
   c->c_size = h->offset;
   pthread_mutex_unlock (&p->pr_lock);
+  drop_diskless (node, h->offset);
   log_info ("peer %s: resize: the volume is %" PRIu64 " bytes now%s",
             p->pr_cfg->nc_name, h->offset,
             h->flags & REPL_FLAG_ASSUME_CLEAN ? " (new area assumed clean)"
@@ -501,7 +540,7 @@ engine_resize (struct repl_node *node, bool assume_clean, uint64_t want,
     pthread_mutex_lock (&p->pr_lock);
     c = peer_conn_locked (p);
     if (role != REPL_ROLE_PRIMARY && p->pr_says_primary &&
-        p->pr_state == CONN_CONNECTED) {
+        p->pr_state == CONN_CONNECTED && c != NULL && !c->c_peer_diskless) {
       snprintf (out, outlen, "peer %s is Primary: run resize there",
                 p->pr_cfg->nc_name);
       pthread_mutex_unlock (&p->pr_lock);
@@ -552,7 +591,8 @@ engine_resize (struct repl_node *node, bool assume_clean, uint64_t want,
   mark = 0;
   if (!assume_clean)
     for (i = 0; i < node->n_npeers; i++)
-      mark |= UINT32_C (1) << node->n_peers[i]->pr_cfg->nc_id;
+      if (!node->n_peers[i]->pr_cfg->nc_diskless)
+        mark |= UINT32_C (1) << node->n_peers[i]->pr_cfg->nc_id;
   if (resize_local (node, size, mark, false, err, sizeof err) == -1) {
     snprintf (out, outlen, "%s", err);
     goto done;
