@@ -472,6 +472,19 @@ used (struct md *md)
   bitmap_free (&bm);
 }
 
+/* `used`, then grown (replctl resize) to twice its size: version 2,
+ * the bitmaps moved behind the first area, the new chunks marked. */
+static void
+used_grown (struct md *md)
+{
+  char err[256];
+
+  used (md);
+  if (md_grow (md, 2 * md->md_super.ms_geom.mg_size, 1, err,
+               sizeof err) == -1)
+    die ("md_grow: %s", err);
+}
+
 static void
 metadata_corpus (void)
 {
@@ -482,6 +495,8 @@ metadata_corpus (void)
   metadata_image ("no-peers-at-4k", 0x04, 65536, 4096, 1, 0, true, NULL);
   /* 128 KiB + 512 by 512: 257 bits; 2 volume extents + a partial. */
   metadata_image ("used", 0x0b, 131072 + 512, 512, 4, 1, false, used);
+  metadata_image ("grown", 0x0b, 131072 + 512, 512, 4, 1, false,
+                  used_grown);
 }
 
 int
