@@ -155,8 +155,10 @@ resize_local (struct repl_node *node, uint64_t size, uint32_t mark_ids,
   int r = -1;
 
   pthread_mutex_lock (&node->n_resize_lock);
-  old = node->n_md.md_super.ms_geom.mg_size;    /* ours: n_resize_lock */
+  pthread_mutex_lock (&node->n_md_io_lock);     /* md_super's lock */
+  old = node->n_md.md_super.ms_geom.mg_size;
   gran = node->n_md.md_super.ms_geom.mg_granularity;
+  pthread_mutex_unlock (&node->n_md_io_lock);
   if (size == old)
     goto publish;                               /* grown already */
   if (size < old) {
@@ -208,9 +210,11 @@ resize_local (struct repl_node *node, uint64_t size, uint32_t mark_ids,
     pthread_mutex_lock (&p->pr_lock);
     memcpy (b->bm_words, p->pr_bitmap.bm_words,
             (p->pr_bitmap.bm_nbits + 63) / 64 * sizeof (uint64_t));
-    b->bm_nset = p->pr_bitmap.bm_nset;
-    bitmap_free (&p->pr_bitmap);
-    p->pr_bitmap = *b;
+    /* Only what changes: the granularity is read without the lock. */
+    free (p->pr_bitmap.bm_words);
+    p->pr_bitmap.bm_words = b->bm_words;
+    p->pr_bitmap.bm_nbits = b->bm_nbits;
+    p->pr_bitmap.bm_size = b->bm_size;
     if (mark_ids & (UINT32_C (1) << p->pr_cfg->nc_id))
       bitmap_set_range (&p->pr_bitmap, old, size - old);
     pthread_mutex_unlock (&p->pr_lock);
