@@ -8,7 +8,8 @@
 # the size when it returns).  A new NBD connection sees 128 MiB and
 # reads the new area; the writer never sees an error; every write it
 # got acknowledged is on every disk.  Shrinking and growing to nothing
-# more are refused with the reason.
+# more are refused with the reason.  Last, --assume-clean grows two
+# nodes without a resync.
 source "$(dirname "$0")/functions.sh"
 requires jq --version
 requires nbdinfo --version
@@ -127,6 +128,36 @@ run ()
     stop_node node0
 }
 
+# --assume-clean: two nodes up, the new areas grown as zeroes on both
+# (truncate): nothing is marked, nothing resynced, the disks are equal.
+assume_clean ()
+{
+    local out lines
+    info "--- --assume-clean"
+    rm -f "$tmpdir"/node*.img "$tmpdir"/node*.img.meta
+    make_config 2 C 64M
+    start_node node0 role=primary
+    start_node node1
+    wait_uptodate node0
+    truncate -s 128M "$(disk node0)" "$(disk node1)"
+    lines=$(wc -l < "$tmpdir/node0.log")        # the log of every run
+    out=$("$REPLCTL" -s "$(sock node0)" resize --assume-clean 2>&1) ||
+        fail "resize --assume-clean failed: $out"
+    grep -q "the new area is assumed clean" <<<"$out" || fail "resize said: $out"
+    wait_for node1 ".size == $big" 10
+    status_json node0 | jq -e ".size == $big and
+        .peers[0].connection == \"Connected\" and
+        .peers[0].out_of_sync_bytes == 0 and
+        .peers[0].replication == \"Established\"" >/dev/null ||
+        fail "after resize --assume-clean: $(status_json node0)"
+    ! tail -n +"$((lines + 1))" "$tmpdir/node0.log" | grep -q "resync started" ||
+        fail "resize --assume-clean resynced the new area"
+    same_disks node0 node1
+    stop_node node1
+    stop_node node0
+}
+
 run 2
 run 3
+assume_clean
 info "ok"
