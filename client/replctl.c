@@ -45,6 +45,35 @@
 
 static void usage (FILE *fp, int status) __attribute__ ((noreturn));
 
+/* "128M", "4096", "2G": bytes (K, M, G, T are powers of 1024).  Returns
+ * 0, or -1 for anything else, 0 or an overflow. */
+static int
+parse_size (const char *s, uint64_t *bytes)
+{
+  unsigned shift = 0;
+  uint64_t v;
+  char *end;
+
+  if (s[0] < '0' || s[0] > '9')
+    return -1;
+  errno = 0;
+  v = strtoull (s, &end, 10);
+  if (errno != 0 || v == 0)
+    return -1;
+  switch (*end) {
+  case '\0': break;
+  case 'K': case 'k': shift = 10; end++; break;
+  case 'M': case 'm': shift = 20; end++; break;
+  case 'G': case 'g': shift = 30; end++; break;
+  case 'T': case 't': shift = 40; end++; break;
+  default: return -1;
+  }
+  if (*end != '\0' || v > (UINT64_MAX >> shift))
+    return -1;
+  *bytes = v << shift;
+  return 0;
+}
+
 static void
 usage (FILE *fp, int status)
 {
@@ -64,6 +93,7 @@ usage (FILE *fp, int status)
            "       replctl (-s SOCKET | -c CONFIG -n NODE) disconnect | connect | pause-sync | resume-sync | invalidate-remote PEER\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) verify --stop\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) adjust | resume-io | outdate | down\n"
+           "       replctl (-s SOCKET | -c CONFIG -n NODE) resize [--assume-clean] [--size BYTES]\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) events [--now] [--statistics] [--json]\n"
            "       replctl (-s SOCKET | -c CONFIG -n NODE) role | quorum | dstate [PEER] | cstate [PEER]\n"
            "\n"
@@ -93,6 +123,11 @@ usage (FILE *fp, int status)
            "  outdate           (secondary) mark this node's data out of date\n"
            "  down              stop the node (nbdkit exits; a Primary is demoted\n"
            "                    first, and refuses with clients attached)\n"
+           "  resize            (Primary) grow the volume to what every node's\n"
+           "                    backing device holds now (grow them first);\n"
+           "                    the new area resyncs\n"
+           "      --assume-clean  the new area is identical on every node already\n"
+           "      --size BYTES  grow to this size (K, M, G, T: powers of 1024)\n"
            "  events            print every state change as it happens, until the\n"
            "                    node stops\n"
            "      --now         the current state first (\"exists\" lines)\n"
@@ -630,11 +665,21 @@ cmd_dump_md (const char *config_path, const struct repl_config *cfg,
     fprintf (stderr, "replctl: %s: %s\n", path, err);
     status = EXIT_FAILURE;
   }
-  /* Shown whatever it says; but a node would refuse to start on it. */
-  else if (md_check (&md, n->nc_id, size, err, sizeof err) == -1) {
+  /* Shown whatever it says; but a node would refuse to start on it.
+   * External metadata may say less than the disk holds: a disk grown
+   * for a resize that has not run yet (server/resize.c). */
+  else if (md_check (&md, n->nc_id, n->nc_meta_internal ? size : 0,
+                     err, sizeof err) == -1) {
     fflush (stdout);
     fprintf (stderr, "replctl: %s: %s (node %s, disk %s)\n", path, err,
              n->nc_name, n->nc_disk);
+    status = EXIT_FAILURE;
+  }
+  else if (md.md_super.ms_geom.mg_size > size) {
+    fflush (stdout);
+    fprintf (stderr, "replctl: %s: the volume has %" PRIu64 " bytes, but "
+             "disk %s only %" PRIu64 " (node %s)\n", path,
+             md.md_super.ms_geom.mg_size, n->nc_disk, size, n->nc_name);
     status = EXIT_FAILURE;
   }
   md_close (&md);
@@ -690,6 +735,8 @@ main (int argc, char *argv[])
   bool discard = false, stop = false;
   const char *peer_name = NULL;
   char events_args[64] = "";
+  bool assume_clean = false;
+  uint64_t resize_to = 0;
   double interval = WATCH_DEFAULT_S;
   int c, i, status;
 
@@ -755,6 +802,18 @@ main (int argc, char *argv[])
     else if (strcmp (command, "create-md") == 0 &&
              strcmp (argv[i], "--in-sync") == 0)
       in_sync = true;
+    else if (strcmp (command, "resize") == 0 &&
+             strcmp (argv[i], "--assume-clean") == 0)
+      assume_clean = true;
+    else if (strcmp (command, "resize") == 0 &&
+             strcmp (argv[i], "--size") == 0) {
+      if (i + 1 >= argc || parse_size (argv[i + 1], &resize_to) == -1) {
+        fprintf (stderr, "replctl: resize --size: give bytes, or a number "
+                 "with K, M, G or T (powers of 1024)\n");
+        usage (stderr, EXIT_FAILURE);
+      }
+      i++;
+    }
     else if (strcmp (command, "events") == 0 &&
              (strcmp (argv[i], "--now") == 0 ||
               strcmp (argv[i], "--statistics") == 0 ||
@@ -779,6 +838,7 @@ main (int argc, char *argv[])
              strcmp (command, "resume-io") == 0 ||
              strcmp (command, "outdate") == 0 ||
              strcmp (command, "down") == 0 ||
+             strcmp (command, "resize") == 0 ||
              strcmp (command, "events") == 0) {
       fprintf (stderr, "replctl: %s: unknown option '%s'\n", command,
                argv[i]);
@@ -841,6 +901,23 @@ main (int argc, char *argv[])
       usage (stderr, EXIT_FAILURE);
     }
     snprintf (line, sizeof line, "%s %.100s\n", command, peer_name);
+    if (socket_path != NULL)
+      return cmd_request (socket_path, line);
+    n = load_node (config_path, node_name, &cfg);
+    status = cmd_request (n->nc_control, line);
+    config_free (&cfg);
+    return status;
+  }
+  if (strcmp (command, "resize") == 0) {
+    char line[128];
+
+    snprintf (line, sizeof line, "resize%s", assume_clean
+              ? " --assume-clean" : "");
+    if (resize_to != 0) {
+      size_t l = strlen (line);
+      snprintf (line + l, sizeof line - l, " --size %" PRIu64, resize_to);
+    }
+    strcat (line, "\n");
     if (socket_path != NULL)
       return cmd_request (socket_path, line);
     n = load_node (config_path, node_name, &cfg);

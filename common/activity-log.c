@@ -163,6 +163,23 @@ al_init (struct activity_log *al, uint32_t nslots, uint32_t extent_size,
   return 0;
 }
 
+int
+al_grow (struct activity_log *al, uint64_t size)
+{
+  uint64_t nextents;
+
+  assert (al->al_magic == AL_MAGIC);
+  nextents = (size >> al->al_shift) +
+             ((size & ((UINT64_C (1) << al->al_shift) - 1)) != 0);
+  if (size < al->al_size || nextents >= AL_EMPTY) {
+    errno = EINVAL;
+    return -1;
+  }
+  al->al_size = size;
+  al->al_nextents = nextents;
+  return 0;
+}
+
 void
 al_free (struct activity_log *al)
 {

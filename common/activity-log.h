@@ -117,6 +117,11 @@ extern int al_init (struct activity_log *al, uint32_t nslots,
                     uint32_t extent_size, uint64_t size);
 extern void al_free (struct activity_log *al);
 
+/* The volume grew to size bytes (>= al_size, at most UINT32_MAX - 1
+ * extents): extents beyond the old end may be used from now on.  Nothing
+ * else changes.  Returns 0, or -1 with errno EINVAL (the log unchanged). */
+extern int al_grow (struct activity_log *al, uint64_t size);
+
 /* Restore the table of a transaction read back from the metadata:
  * table[0..al_nslots) of extent numbers or AL_EMPTY (in any order,
  * without duplicates, each < al_nextents), durable at sequence number

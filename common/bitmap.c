@@ -64,6 +64,39 @@ bitmap_init (struct bitmap *bm, uint64_t size, uint32_t granularity)
   return 0;
 }
 
+int
+bitmap_grow (struct bitmap *bm, uint64_t size)
+{
+  uint64_t nbits, old_nwords, nwords;
+  uint64_t *words;
+
+  if (size < bm->bm_size) {
+    errno = EINVAL;
+    return -1;
+  }
+  nbits = (size >> bm->bm_shift) + ((size & (bm->bm_granularity - 1)) != 0);
+  old_nwords = bitmap_nwords (bm->bm_nbits);
+  nwords = bitmap_nwords (nbits);
+  if (nwords > SIZE_MAX / sizeof (uint64_t)) {
+    errno = ENOMEM;
+    return -1;
+  }
+  if (nwords > old_nwords) {
+    words = realloc (bm->bm_words, nwords * sizeof (uint64_t));
+    if (words == NULL)
+      return -1;                /* errno = ENOMEM from realloc */
+    /* init allocates at least one word: old_nwords may be 0 with one. */
+    memset (&words[old_nwords], 0,
+            (nwords - old_nwords) * sizeof (uint64_t));
+    bm->bm_words = words;
+  }
+  /* Bits beyond the old end were clear (the invariant above), so the
+   * new ones start clear. */
+  bm->bm_nbits = nbits;
+  bm->bm_size = size;
+  return 0;
+}
+
 void
 bitmap_free (struct bitmap *bm)
 {

@@ -27,6 +27,12 @@ extern int bitmap_init (struct bitmap *bm, uint64_t size,
                         uint32_t granularity);
 extern void bitmap_free (struct bitmap *bm);
 
+/* The volume grew to size bytes (>= bm_size): the bitmap covers it, every
+ * new chunk clear, the old bits as they were (a short last chunk becomes
+ * a whole one).  Returns 0, or -1 with errno EINVAL (size smaller) or
+ * ENOMEM, the bitmap unchanged. */
+extern int bitmap_grow (struct bitmap *bm, uint64_t size);
+
 /* Mark every chunk that [offset, offset+len) touches, even partly.
  * Ranges past the end of the volume are clipped; len 0 does nothing. */
 extern void bitmap_set_range (struct bitmap *bm, uint64_t offset,

@@ -71,8 +71,9 @@ md_dump (struct md *md, FILE *fp, char *err, size_t errlen)
 
   assert (md->md_magic == MD_HANDLE_MAGIC);
   fprintf (fp, "format: nbdrepl metadata version %d, %s at offset %" PRIu64
-           "\n", MD_FORMAT_VERSION, md_human (l->ml_total, h1, sizeof h1),
-           md->md_base);
+           "\n", g->mg_bm_offset != 0 ? MD_FORMAT_VERSION_MOVED
+                                      : MD_FORMAT_VERSION,
+           md_human (l->ml_total, h1, sizeof h1), md->md_base);
   fprintf (fp, "instance: 0x%016" PRIx64 "\n", sb->ms_instance);
   fprintf (fp, "superblock: slot %c, seq %" PRIu64, "AB"[md->md_super_slot],
            sb->ms_seq);
@@ -135,8 +136,11 @@ md_dump (struct md *md, FILE *fp, char *err, size_t errlen)
     fprintf (fp, "\n");
   }
 
-  fprintf (fp, "peer-slots: %" PRIu32 " (bitmaps of %" PRIu64 " pages)\n",
+  fprintf (fp, "peer-slots: %" PRIu32 " (bitmaps of %" PRIu64 " pages",
            g->mg_npeers, l->ml_bm_pages);
+  if (g->mg_bm_offset != 0)     /* the volume grew: they moved */
+    fprintf (fp, ", at offset %" PRIu64, g->mg_bm_offset);
+  fprintf (fp, ")\n");
   for (i = 0; i < g->mg_npeers; ++i) {
     const struct md_peer *pr = &sb->ms_peers[i];
     struct bitmap bm;

@@ -39,7 +39,8 @@ _Static_assert (96 + 16 * MD_MAX_PEER_SLOTS <= MD_BLOCK_SIZE,
 #define MD_SUPER_PEERS_OFF   96
 #define MD_SUPER_BOOT_OFF    (MD_SUPER_PEERS_OFF + 16 * MD_MAX_PEER_SLOTS)
 #define MD_SUPER_PRIMARY_OFF (MD_SUPER_BOOT_OFF + MD_BOOT_ID_SIZE)
-#define MD_SUPER_END         (MD_SUPER_PRIMARY_OFF + 8)
+#define MD_SUPER_BM_OFF      (MD_SUPER_PRIMARY_OFF + 8)
+#define MD_SUPER_END         (MD_SUPER_BM_OFF + 8)
 #define MD_PAGE_BITS         (MD_BLOCK_SIZE * 8)
 #define MD_PAGE_WORDS        (MD_BLOCK_SIZE / 8)
 #define MD_CRCS_PER_BLOCK    (MD_BLOCK_SIZE / 4)
@@ -102,12 +103,12 @@ md_record_crc (const uint8_t *rec, size_t len)
 }
 
 static void
-md_put_record_hdr (uint8_t *rec, enum md_record_type type, uint32_t len,
-                   uint64_t seq, uint64_t instance)
+md_put_record_hdr (uint8_t *rec, enum md_record_type type, uint16_t version,
+                   uint32_t len, uint64_t seq, uint64_t instance)
 {
   put_be32 (rec + 0, MD_MAGIC);
   put_be16 (rec + 4, type);
-  put_be16 (rec + 6, MD_FORMAT_VERSION);
+  put_be16 (rec + 6, version);
   put_be32 (rec + 8, 0);
   put_be32 (rec + 12, len);
   put_be64 (rec + 16, seq);
@@ -121,10 +122,12 @@ md_seal_record (uint8_t *rec, size_t len)
 }
 
 /* The checks every record shares, in an order that gives the most
- * useful message: magic, version, type, length, checksum, seq. */
+ * useful message: magic, version, type, length, checksum, seq.  A
+ * version up to max_version passes (a superblock may be version 2). */
 static int
 md_check_record_hdr (const uint8_t *rec, enum md_record_type type,
-                     uint32_t len, char *err, size_t errlen)
+                     uint16_t max_version, uint32_t len,
+                     char *err, size_t errlen)
 {
   uint32_t magic = get_be32 (rec + 0);
   uint16_t rtype = get_be16 (rec + 4);
@@ -135,10 +138,12 @@ md_check_record_hdr (const uint8_t *rec, enum md_record_type type,
 
   if (magic != MD_MAGIC)
     return md_error (err, errlen, EINVAL, "bad magic 0x%08" PRIx32, magic);
-  if (version != MD_FORMAT_VERSION)
+  if (version < MD_FORMAT_VERSION || version > max_version)
     return md_error (err, errlen, EINVAL,
-                     "format version %" PRIu16 ", this program knows %d",
-                     version, MD_FORMAT_VERSION);
+                     "format version %" PRIu16 ", this program knows %d%s",
+                     version, MD_FORMAT_VERSION,
+                     max_version > MD_FORMAT_VERSION
+                     ? " and 2 (superblocks whose bitmaps moved)" : "");
   if (rtype != type)
     return md_error (err, errlen, EINVAL,
                      "record type %" PRIu16 ", want %d", rtype, (int) type);
@@ -233,13 +238,23 @@ md_layout (const struct md_geometry *g, struct md_layout *l,
                                  MD_BLOCK_SIZE) * MD_BLOCK_SIZE;
   l->ml_bm_offset = l->ml_al_offset +
                     (uint64_t) g->mg_al_ring * l->ml_txn_size;
+  if (g->mg_bm_offset != 0) {
+    if (g->mg_bm_offset % MD_BLOCK_SIZE != 0 ||
+        g->mg_bm_offset < l->ml_bm_offset ||
+        g->mg_bm_offset > MD_MAX_BM_OFFSET)
+      return md_error (err, errlen, EINVAL,
+                       "bitmap offset %" PRIu64 " is not a multiple of %d "
+                       "in %" PRIu64 "..%" PRIu64, g->mg_bm_offset,
+                       MD_BLOCK_SIZE, l->ml_bm_offset, MD_MAX_BM_OFFSET);
+    l->ml_bm_offset = g->mg_bm_offset;
+  }
   l->ml_bm_nbits = div_round_up (g->mg_size, g->mg_granularity);
   bm_bytes = div_round_up (l->ml_bm_nbits, 8);
   l->ml_bm_pages = div_round_up (bm_bytes, MD_BLOCK_SIZE);
   l->ml_crc_blocks = div_round_up (l->ml_bm_pages, MD_CRCS_PER_BLOCK);
   l->ml_peer_size = (l->ml_crc_blocks + l->ml_bm_pages) * MD_BLOCK_SIZE;
-  /* At most 2^60 / 512 bits = 2^48 bytes per peer, times 31: no
-   * overflow. */
+  /* At most 2^60 / 512 bits = 2^48 bytes per peer, times 31, after at
+   * most 2^61: no overflow. */
   total = l->ml_bm_offset + g->mg_npeers * l->ml_peer_size;
   l->ml_total = total;
   return 0;
@@ -256,6 +271,7 @@ md_internal_place (uint64_t dev_size, struct md_geometry *g, uint64_t *base,
   /* The area for the whole device is at least as big as the one for the
    * volume in front of it, so it fits behind that volume. */
   g0.mg_size = dev_size;
+  g0.mg_bm_offset = g->mg_bm_offset = 0;     /* the area never grows here */
   if (md_layout (&g0, &l0, err, errlen) == -1)
     return -1;
   if (dev_size < l0.ml_total + MD_BLOCK_SIZE)
@@ -349,8 +365,8 @@ md_decode_super (const uint8_t in[MD_BLOCK_SIZE], struct md_super *sb,
   uint32_t i;
 
   memset (sb, 0, sizeof *sb);
-  if (md_check_record_hdr (in, MD_REC_SUPER, MD_BLOCK_SIZE,
-                           err, errlen) == -1)
+  if (md_check_record_hdr (in, MD_REC_SUPER, MD_FORMAT_VERSION_MOVED,
+                           MD_BLOCK_SIZE, err, errlen) == -1)
     return -1;
   sb->ms_seq = get_be64 (in + 16);
   sb->ms_instance = get_be64 (in + 24);
@@ -378,6 +394,13 @@ md_decode_super (const uint8_t in[MD_BLOCK_SIZE], struct md_super *sb,
   }
   memcpy (sb->ms_boot_id, in + MD_SUPER_BOOT_OFF, MD_BOOT_ID_SIZE);
   sb->ms_primary_since = get_be64 (in + MD_SUPER_PRIMARY_OFF);
+  sb->ms_geom.mg_bm_offset = get_be64 (in + MD_SUPER_BM_OFF);
+  /* The version says whether the field is used (metadata.h). */
+  if ((get_be16 (in + 6) == MD_FORMAT_VERSION_MOVED) !=
+      (sb->ms_geom.mg_bm_offset != 0))
+    return md_error (err, errlen, EINVAL,
+                     "format version %" PRIu16 " with bitmap offset %"
+                     PRIu64, get_be16 (in + 6), sb->ms_geom.mg_bm_offset);
   return md_check_super (sb, in, err, errlen);
 }
 
@@ -394,8 +417,10 @@ md_encode_super (const struct md_super *sb, uint8_t out[MD_BLOCK_SIZE],
     return -1;
 
   memset (out, 0, MD_BLOCK_SIZE);
-  md_put_record_hdr (out, MD_REC_SUPER, MD_BLOCK_SIZE, sb->ms_seq,
-                     sb->ms_instance);
+  md_put_record_hdr (out, MD_REC_SUPER,
+                     sb->ms_geom.mg_bm_offset != 0 ? MD_FORMAT_VERSION_MOVED
+                                                   : MD_FORMAT_VERSION,
+                     MD_BLOCK_SIZE, sb->ms_seq, sb->ms_instance);
   put_be32 (out + 32, sb->ms_node_id);
   put_be32 (out + 36, sb->ms_flags);
   put_be64 (out + 40, sb->ms_geom.mg_size);
@@ -416,6 +441,7 @@ md_encode_super (const struct md_super *sb, uint8_t out[MD_BLOCK_SIZE],
   }
   memcpy (out + MD_SUPER_BOOT_OFF, sb->ms_boot_id, MD_BOOT_ID_SIZE);
   put_be64 (out + MD_SUPER_PRIMARY_OFF, sb->ms_primary_since);
+  put_be64 (out + MD_SUPER_BM_OFF, sb->ms_geom.mg_bm_offset);
   md_seal_record (out, MD_BLOCK_SIZE);
   return 0;
 }
@@ -472,7 +498,8 @@ md_encode_al (const struct md_geometry *g, const struct md_layout *l,
                          err, errlen) == -1)
     return -1;
   memset (out, 0, l->ml_txn_size);
-  md_put_record_hdr (out, MD_REC_AL, l->ml_txn_size, seq, instance);
+  md_put_record_hdr (out, MD_REC_AL, MD_FORMAT_VERSION, l->ml_txn_size,
+                     seq, instance);
   put_be32 (out + 32, g->mg_al_extents);
   put_be32 (out + 36, nactive);
   for (i = 0; i < g->mg_al_extents; ++i)
@@ -489,8 +516,8 @@ md_decode_al (const struct md_geometry *g, const struct md_layout *l,
   uint32_t i, n, nactive, counted;
   size_t end;
 
-  if (md_check_record_hdr (in, MD_REC_AL, l->ml_txn_size,
-                           err, errlen) == -1)
+  if (md_check_record_hdr (in, MD_REC_AL, MD_FORMAT_VERSION,
+                           l->ml_txn_size, err, errlen) == -1)
     return -1;
   if (get_be64 (in + 24) != instance)
     return md_error (err, errlen, EINVAL,
@@ -1143,6 +1170,108 @@ md_write_super (struct md *md, const struct md_super *sb,
   md->md_super = next;
   md->md_super_slot = slot;
   return 0;
+}
+
+/* Where the bitmaps of a grown area go (metadata.h, CRASH SAFETY): 0
+ * (right after the ring) if they fit in front of the current ones,
+ * else the current area's end.  Never overlapping the current ones. */
+static uint64_t
+md_grown_bm_offset (const struct md *md, const struct md_layout *nl)
+{
+  const struct md_layout *l = &md->md_layout;
+  uint64_t need = md->md_super.ms_geom.mg_npeers * nl->ml_peer_size;
+
+  if (need == 0)
+    return md->md_super.ms_geom.mg_bm_offset;
+  if (l->ml_bm_offset > nl->ml_bm_offset &&
+      need <= l->ml_bm_offset - nl->ml_bm_offset)
+    return 0;
+  return l->ml_total;           /* a multiple of MD_BLOCK_SIZE */
+}
+
+int
+md_grow (struct md *md, uint64_t size, uint32_t mark_slots,
+         char *err, size_t errlen)
+{
+  const struct md_geometry *g = &md->md_super.ms_geom;
+  struct md_super next;
+  struct md grown;
+  struct md_layout nl;
+  struct bitmap bm;
+  uint8_t buf[MD_BLOCK_SIZE];
+  unsigned slot = !md->md_super_slot, i;
+  const char *what = slot == 0 ? "superblock slot A" : "superblock slot B";
+  char why[200];
+
+  assert (md->md_magic == MD_HANDLE_MAGIC);
+  if (size <= g->mg_size)
+    return md_error (err, errlen, EINVAL,
+                     "cannot grow the volume from %" PRIu64 " to %" PRIu64
+                     " bytes: %s", g->mg_size, size,
+                     size < g->mg_size ? "shrinking is not supported"
+                                       : "that is its size");
+  next = md->md_super;
+  next.ms_seq = md->md_super.ms_seq + 1;
+  next.ms_geom.mg_size = size;
+  next.ms_geom.mg_bm_offset = 0;
+  if (md_layout (&next.ms_geom, &nl, why, sizeof why) == -1)
+    return md_error (err, errlen, EINVAL, "cannot grow to %" PRIu64
+                     " bytes: %s", size, why);
+  next.ms_geom.mg_bm_offset = md_grown_bm_offset (md, &nl);
+  /* Checked whole before anything is written. */
+  if (md_encode_super (&next, buf, err, errlen) == -1 ||
+      md_setup (&grown, md->md_fd, md->md_base, &next, err, errlen) == -1)
+    return -1;
+
+  /* 1. The bitmaps, as they are on disk, in their new place. */
+  for (i = 0; i < g->mg_npeers; ++i) {
+    if (bitmap_init (&bm, g->mg_size, g->mg_granularity) == -1) {
+      md_error (err, errlen, errno, "bitmap: %m");
+      goto fail;
+    }
+    if (md_read_bitmap (md, i, &bm, 0, md->md_layout.ml_bm_pages, NULL,
+                        err, errlen) == -1 ||
+        (bitmap_grow (&bm, size) == -1 &&
+         md_error (err, errlen, errno, "bitmap: %m") == -1)) {
+      bitmap_free (&bm);
+      goto fail;
+    }
+    if (mark_slots & (UINT32_C (1) << i))
+      bitmap_set_range (&bm, g->mg_size, size - g->mg_size);
+    /* md_write_bitmap syncs each slot: the last sync is the one that
+     * must precede the superblock. */
+    if (md_write_bitmap (&grown, i, &bm, 0, grown.md_layout.ml_bm_pages,
+                         err, errlen) == -1) {
+      bitmap_free (&bm);
+      goto fail;
+    }
+    bitmap_free (&bm);
+  }
+  if (g->mg_npeers == 0 && md_sync (md, "growing", err, errlen) == -1)
+    goto fail;
+
+  /* 2. The commit: the superblock with the new size. */
+  if (md_write_exact (md, buf, MD_BLOCK_SIZE, slot * MD_BLOCK_SIZE, what,
+                      err, errlen) == -1 ||
+      md_sync (md, what, err, errlen) == -1)
+    goto fail;
+
+  /* The handle follows: what md_setup made, and the log as it was. */
+  memcpy (grown.md_al_table, md->md_al_table,
+          g->mg_al_extents * sizeof (uint32_t));
+  grown.md_al_seq = md->md_al_seq;
+  grown.md_al_slot = md->md_al_slot;
+  grown.md_al_valid = md->md_al_valid;
+  grown.md_super_slot = slot;
+  grown.md_other_seq = md->md_super.ms_seq;
+  grown.md_other_why[0] = '\0';
+  md_close (md);
+  *md = grown;
+  return 0;
+
+ fail:
+  md_close (&grown);            /* keeps errno */
+  return -1;
 }
 
 int

@@ -13,9 +13,12 @@
  *   block 1                 superblock, slot B
  *   block 2                 activity-log ring: al_ring transaction slots
  *                           of txn_blocks blocks each
- *   after the ring          per peer slot 0..npeers-1, one after the
+ *   bm_offset               per peer slot 0..npeers-1, one after the
  *                           other: crc_blocks of page checksums, then
- *                           bm_pages of dirty bitmap
+ *                           bm_pages of dirty bitmap; bm_offset is
+ *                           right after the ring unless the superblock
+ *                           says otherwise (version 2, below: the
+ *                           bitmaps moved when the volume grew)
  *
  *   txn_blocks = ceil ((MD_AL_HDR_SIZE + 4 * al_extents) / 4096)
  *   bm_pages   = ceil (ceil (ceil (size / granularity) / 8) / 4096)
@@ -32,7 +35,9 @@
  *   offset size field
  *        0    4 magic      MD_MAGIC
  *        4    2 type       enum md_record_type
- *        6    2 version    MD_FORMAT_VERSION
+ *        6    2 version    MD_FORMAT_VERSION (1); a superblock whose
+ *                          bitmaps moved (bm_offset != 0) has
+ *                          MD_FORMAT_VERSION_MOVED (2) instead
  *        8    4 crc        crc32c (crc32c.h)
  *       12    4 length     bytes in the record, a multiple of 4096
  *       16    8 seq        sequence number, > 0, per kind of record
@@ -75,7 +80,12 @@
  *      608    8 primary_since  when the node last became Primary, ms
  *                              since the Unix epoch (0: never); for the
  *                              split-brain policy discard-younger-primary
- *      616 3480 reserved       0
+ *      616    8 bm_offset      version 1: 0, the bitmaps are right after
+ *                              the ring.  Version 2: where peer slot 0's
+ *                              checksum blocks start, in bytes from the
+ *                              base: a multiple of 4096, at or after the
+ *                              end of the ring, at most MD_MAX_BM_OFFSET
+ *      624 3472 reserved       0
  *
  * Activity-log transaction (MD_REC_AL, length txn_blocks * 4096):
  *
@@ -126,6 +136,38 @@
  *   blocks, both before one fdatasync; either order of arrival leaves a
  *   mismatch at worst, read as all dirty.
  *
+ * - Growing the volume (md_grow, `replctl resize`): the bitmaps get
+ *   longer, so every peer slot moves.  They are copied, as they are on
+ *   disk (pages read as all dirty stay so), into a region that does not
+ *   overlap the current one: right after the ring if the new bitmaps fit
+ *   in front of the current ones, otherwise right after the current
+ *   area's end; the new chunks are clear, or set for the peer slots the
+ *   caller names.  Then an fdatasync, then the superblock with the new
+ *   size and bm_offset goes into the slot not holding the current one,
+ *   then an fdatasync: that write is the commit.  A crash before it
+ *   leaves the current superblock, which still points at the old
+ *   bitmaps, untouched (the half-written copy lies outside its area); a
+ *   torn superblock write is not valid and the other slot is taken; a
+ *   crash after it finds the new size and the copied bitmaps.  The
+ *   activity log is not touched: its extents are numbered from the
+ *   start of the volume and stay valid when the volume grows.  Bitmaps
+ *   of extents in the log may be stale on disk when copied, as before:
+ *   the log still covers them.
+ *
+ * VERSIONS AND COMPATIBILITY
+ *
+ * Version 1 is the format as first written.  Version 2 differs only in
+ * one field of the superblock (bm_offset); this program reads both and
+ * writes version 1 records except for a superblock whose bitmaps moved.
+ * Metadata that never grew stays version 1, readable by every release;
+ * metadata that grew (its bitmaps not after the ring) is refused by a
+ * program of format 1 with "format version 2, this program knows 1",
+ * never misread.  A version-1 superblock with a non-zero bm_offset, or a
+ * version-2 one with a zero one, is invalid.  An area whose volume grew
+ * is longer than md_layout of the size alone says: its end is bm_offset
+ * plus the peer slots, and the bytes between the ring and bm_offset are
+ * unused.
+ *
  * - md_create zeroes both superblock slots (synced) before writing
  *   anything else, and writes superblock A last: until then there is no
  *   valid superblock, so an interrupted md_create is seen as "no
@@ -144,6 +186,7 @@
 
 #define MD_MAGIC              UINT32_C (0x4e42524d)   /* "NBRM" */
 #define MD_FORMAT_VERSION     1
+#define MD_FORMAT_VERSION_MOVED 2       /* a superblock with bm_offset */
 #define MD_BLOCK_SIZE         4096
 #define MD_RECORD_HDR_SIZE    32
 #define MD_AL_HDR_SIZE        40
@@ -154,6 +197,7 @@ enum md_record_type {
 };
 
 #define MD_MAX_SIZE             (UINT64_C (1) << 60)   /* 1 EiB */
+#define MD_MAX_BM_OFFSET        (UINT64_C (1) << 61)
 #define MD_MIN_GRANULARITY      512
 #define MD_MAX_GRANULARITY      (1u << 20)
 #define MD_MIN_AL_EXTENT_SIZE   (64u << 10)
@@ -210,6 +254,8 @@ struct md_geometry {
   uint32_t mg_al_extents;       /* activity-log slots */
   uint32_t mg_al_ring;          /* activity-log transaction slots */
   uint32_t mg_npeers;           /* peer slots */
+  uint64_t mg_bm_offset;        /* where the bitmaps are; 0: right after
+                                   the ring (the superblock's bm_offset) */
 };
 
 /* Where things are, in bytes from the base offset. */
@@ -351,6 +397,18 @@ extern void md_close (struct md *md);
  * fdatasync.  On success md->md_super = *sb with the new seq. */
 extern int md_write_super (struct md *md, const struct md_super *sb,
                            char *err, size_t errlen);
+
+/* Grow the volume to size bytes (> the current size, a valid geometry
+ * with it), crash-safely (CRASH SAFETY above): the bitmaps are copied to
+ * their new place, the new chunks set in the peer slots whose bit is in
+ * mark_slots (bit i: slot i) and clear in the others, then the
+ * superblock with the new size and bm_offset is written and synced.  On
+ * success md describes the grown area; on failure it is unchanged and
+ * the old size is still the one on disk.  Not for metadata at the end
+ * of a device (md_internal_place): the area would have to move.  Returns
+ * 0, or -1 with errno (EINVAL: the size; an I/O errno) and a message. */
+extern int md_grow (struct md *md, uint64_t size, uint32_t mark_slots,
+                    char *err, size_t errlen);
 
 /* Write transaction seq (> the last one) holding table (mg_al_extents
  * entries) into the next ring slot and fdatasync. */

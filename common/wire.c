@@ -144,6 +144,14 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
                           SEQ (FORWARD) },
   [REPL_MSG_READ_REPLY] = { "READ_REPLY", REPL_FLAG_ERROR,
                             WIRE_PAYLOAD_COUNT, true, CTL (BACK) },
+  /* Online grow (server/resize.c): */
+  [REPL_MSG_RESIZE_QUERY] = { "RESIZE_QUERY", 0, WIRE_PAYLOAD_NONE, false,
+                              CTL (FORWARD) },
+  [REPL_MSG_RESIZE_REPLY] = { "RESIZE_REPLY", REPL_FLAG_ERROR,
+                              WIRE_PAYLOAD_NONE, false, CTL (BACK) },
+  [REPL_MSG_RESIZE] = { "RESIZE", REPL_FLAG_ASSUME_CLEAN, WIRE_PAYLOAD_WORD,
+                        false, SEQ (FORWARD),
+                        .wt_states = ST (ESTABLISHED) },
 };
 
 #define CONNECTED_STATES \

@@ -14,7 +14,9 @@
  *                         RESYNC_DATA); 0 for every other type
  *       16    8 seq       sender's sequence number (ACK: the acknowledged one)
  *       24    8 offset    byte offset in the volume (RESYNC_START: bytes to
- *                         resync); 0 where unused
+ *                         resync; RESIZE, RESIZE_QUERY: the new volume
+ *                         size; RESIZE_REPLY: the largest size the
+ *                         sender can hold); 0 where unused
  *
  * Host-order structs are converted at the edge only, by the functions
  * below; decoders check every field and never trust the peer.
@@ -105,8 +107,35 @@ enum repl_msg_type {
                                  HELLOs and the authentication (secret,
                                  or TLS with certificates), before any
                                  other message */
+  /* Online grow (`replctl resize`, server/resize.c), from the node that
+   * runs it (the Primary, or an UpToDate node when none is) to each
+   * connected storage peer.  A node of an older release knows none of
+   * the three: it ends the connection at the RESIZE_QUERY as an unknown
+   * type, the query goes unanswered and the resize is refused. */
+  REPL_MSG_RESIZE_QUERY = 27, /* unsequenced, no payload; seq = a query
+                                 number (> 0), offset = the size asked
+                                 for, or 0 for "as large as you can" */
+  REPL_MSG_RESIZE_REPLY = 28, /* unsequenced, no payload; seq = the
+                                 query's; offset = the largest volume
+                                 size the sender's
+                                 backing store holds now (>= its size);
+                                 flag ERROR: it cannot grow at all (its
+                                 log says why), offset = its size */
+  REPL_MSG_RESIZE = 29,       /* sequenced, between the writes before it
+                                 and after it; offset = the new size (>
+                                 the receiver's, <= MD_MAX_SIZE); payload
+                                 8 bytes: the size it grows from, which
+                                 must be the receiver's (or the receiver
+                                 already has the new size: nothing to
+                                 do); flag ASSUME_CLEAN: the new area is
+                                 not marked out of sync.  Only in
+                                 Established.  The receiver grows its
+                                 metadata and its volume before the ACK;
+                                 if it cannot, it ends the connection
+                                 (and refuses the next one until its
+                                 backing store is large enough) */
 };
-#define REPL_MSG_TYPE_MAX 26
+#define REPL_MSG_TYPE_MAX 29
 #define REPL_AUTH_SIZE 32
 
 /* HELLO features. */
@@ -130,6 +159,8 @@ enum repl_msg_type {
 #define REPL_FLAG_SYNC_PAUSED 0x0040 /* STATE: the sender's administrator
                                        paused the resync between us
                                        (replctl pause-sync) */
+#define REPL_FLAG_ASSUME_CLEAN 0x0080 /* RESIZE: replctl resize
+                                       --assume-clean */
 #define REPL_DIGEST_SIZE    4
 
 struct repl_hdr {
@@ -209,7 +240,11 @@ struct repl_uuids {
  *   4  4 disk_state  enum repl_disk_state
  *   8  8 size        the sender's volume size in bytes, <= INT64_MAX (a
  *                    diskless node: the size it learnt from a storage
- *                    node, or 0)
+ *                    node, or 0).  Sizes may differ after a resize that
+ *                    one node missed: both refuse the connection, the
+ *                    smaller node grows to the larger size if it can,
+ *                    and the next connection has equal sizes
+ *                    (server/resize.c)
  *  16 40 uuids       the sender's generation UUIDs (above)
  *  56  8 primary_since when the sender last became Primary, ms since the
  *                    Unix epoch, 0 if never (discard-younger-primary)

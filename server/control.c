@@ -7,7 +7,8 @@
  *
  *   status           human-readable status
  *   status --json    the same as one JSON object
- *   primary [--force], secondary, invalidate, verify, resync
+ *   primary [--force], secondary, invalidate, verify, resync,
+ *   resize [--assume-clean] [--size BYTES]
  *
  * An answer starting with "error: " is a failure.
  *
@@ -661,7 +662,8 @@ control_status (struct repl_node *node, bool json)
                 ",\"read_bytes\":%" PRIu64,
                 node->n_self->nc_id, role_name (ns.role),
                 disk_state_name (ns.disk),
-                node->n_vol.vol_size, node->n_cfg.cf_protocol, in_flight,
+                volume_size (&node->n_vol), node->n_cfg.cf_protocol,
+                in_flight,
                 (uint64_t) atomic_load (&node->n_writes),
                 (uint64_t) atomic_load (&node->n_write_bytes),
                 (uint64_t) atomic_load (&node->n_reads),
@@ -718,7 +720,7 @@ control_status (struct repl_node *node, bool json)
   else {
     char size[32];
 
-    human_bytes (node->n_vol.vol_size, size, sizeof size);
+    human_bytes (volume_size (&node->n_vol), size, sizeof size);
     buf_printf (&b, "%s node:%s role:%s disk:%s size:%s protocol:%c "
                 "in-flight:%" PRIu64 "\n",
                 node->n_cfg.cf_resource, node->n_self->nc_name,
@@ -980,6 +982,37 @@ serve (struct repl_node *node, int fd, const struct ucred *cred)
       snprintf (msg, sizeof msg, "error: down: %.256s\n", err);
     else
       snprintf (msg, sizeof msg, "stopping\n");
+    sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
+    return false;
+  }
+  else if (strcmp (cmd, "resize") == 0 || strncmp (cmd, "resize ", 7) == 0) {
+    /* "resize [--assume-clean] [--size BYTES]" (replctl checked it;
+     * checked again, it is what came off the socket). */
+    char out[600], msg[700], *save = NULL, *tok, *end;
+    bool clean = false, bad = false;
+    uint64_t want = 0;
+
+    for (tok = strtok_r (cmd + 6, " ", &save); tok != NULL && !bad;
+         tok = strtok_r (NULL, " ", &save)) {
+      if (strcmp (tok, "--assume-clean") == 0)
+        clean = true;
+      else if (strcmp (tok, "--size") == 0 &&
+               (tok = strtok_r (NULL, " ", &save)) != NULL &&
+               tok[0] >= '0' && tok[0] <= '9') {
+        errno = 0;
+        want = strtoull (tok, &end, 10);
+        bad = errno != 0 || *end != '\0' || want == 0;
+      }
+      else
+        bad = true;
+    }
+    if (bad)
+      snprintf (msg, sizeof msg, "error: resize: give [--assume-clean] "
+                "[--size BYTES]\n");
+    else if (engine_resize (node, clean, want, out, sizeof out) == -1)
+      snprintf (msg, sizeof msg, "error: resize: %s\n", out);
+    else
+      snprintf (msg, sizeof msg, "resized: %s\n", out);
     sock_write_full (fd, msg, strlen (msg), CONTROL_READ_TIMEOUT_MS);
     return false;
   }

@@ -57,10 +57,34 @@ node_primary_is_diskless_or_none (struct repl_node *node)
   return node->n_cfg.cf_has_diskless && node_no_storage_primary (node);
 }
 
+/* Is a storage node other than `except` connected to us? */
+static bool
+storage_connected (struct repl_node *node, const struct peer *except)
+{
+  bool any = false;
+  size_t i;
+
+  for (i = 0; i < node->n_npeers && !any; i++) {
+    struct peer *q = node->n_peers[i];
+    struct conn *qc;
+
+    if (q == except)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    qc = peer_conn_locked (q);
+    any = qc != NULL && !qc->c_failed && !qc->c_peer_diskless;
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+  return any;
+}
+
 /* The hello of a connection where one side is diskless: no generations
  * to compare (the diskless side has none); a diskless node takes the
- * size of the first storage node and insists on it after.  Returns 0,
- * or -1 with the reason in err. */
+ * size of the first storage node and insists on it after, except that
+ * it takes a larger one (replctl resize ran: resize.c) when no storage
+ * node at the old size is connected any more.  Clients that are open
+ * keep the size they were given (nbdkit fixes it per connection); new
+ * ones get the new size.  Returns 0, or -1 with the reason in err. */
 int
 diskless_check_hello (struct repl_node *node, struct conn *c, char *err,
                       size_t errlen)
@@ -73,6 +97,17 @@ diskless_check_hello (struct repl_node *node, struct conn *c, char *err,
   pthread_mutex_lock (&node->n_lock);
   size = node->n_vol.vol_size;
   pthread_mutex_unlock (&node->n_lock);
+  if (size != 0 && h->size > size && h->size <= MD_MAX_SIZE &&
+      !storage_connected (node, c->c_peer)) {
+    pthread_mutex_lock (&node->n_lock);
+    __atomic_store_n (&node->n_vol.vol_size, h->size, __ATOMIC_RELEASE);
+    pthread_mutex_unlock (&node->n_lock);
+    log_info ("node %s: the volume grew from %" PRIu64 " to %" PRIu64
+              " bytes (from %s); new clients see the new size",
+              node->n_self->nc_name, size, h->size,
+              c->c_peer->pr_cfg->nc_name);
+    return 0;
+  }
   if (size != 0 && h->size != size) {
     snprintf (err, errlen, "refusing connection: the storage node's "
               "volume is %" PRIu64 " bytes, the other storage nodes' %"

@@ -84,6 +84,17 @@ struct volume {
 extern int volume_open (struct volume *vol, const char *path,
                         const char *where);
 extern void volume_close (struct volume *vol);
+extern int volume_capacity (struct volume *vol, uint64_t *size);
+
+/* The volume's size as clients and peers see it.  It only grows
+ * (resize.c stores it under n_lock, after everything that covers the
+ * new area has grown), so a reader without a lock sees the old or the
+ * new size, both valid. */
+static inline uint64_t
+volume_size (const struct volume *vol)
+{
+  return __atomic_load_n (&vol->vol_size, __ATOMIC_ACQUIRE);
+}
 extern int volume_pread (struct volume *vol, void *buf, uint32_t count,
                          uint64_t offset);
 extern int volume_pwrite (struct volume *vol, const void *buf,
@@ -303,6 +314,9 @@ struct conn {
   uint64_t c_hello_changes;     /* ... the change count: what it expects
                                    a bitmap of */
   enum repl_disk_state c_hello_disk; /* ... and our disk state */
+  uint64_t c_size;              /* the peer's volume size as far as we
+                                   know: its HELLO_STATE's, or ours once
+                                   it grew to it (resize.c) */
 
   /* Diskless primary (diskless.c): the AWAY state last sent.  Storage
    * node (forward.c): the AWAY mask a diskless primary last sent (the
@@ -407,6 +421,12 @@ struct peer {
   uint8_t *pr_verify_digests;   /* our digests per request slot */
   uint64_t pr_verify_slot_offset[VERIFY_SLOTS]; /* request per slot, or */
   uint32_t pr_verify_slot_count[VERIFY_SLOTS];  /* UINT64_MAX: none */
+
+  /* replctl resize (resize.c): our RESIZE_QUERY and its answer. */
+  uint64_t pr_rsz_query;        /* the last query number sent, or 0 */
+  bool pr_rsz_answered;         /* ... its RESIZE_REPLY came */
+  bool pr_rsz_refused;          /* ... with flag ERROR */
+  uint64_t pr_rsz_capacity;     /* ... the size the peer can hold */
 
   /* Storage node (forward.c): a buffer for a diskless primary's reads. */
   void *pr_read_buf;            /* REPL_MAX_PAYLOAD bytes, or NULL */
@@ -578,6 +598,15 @@ extern int engine_invalidate_remote (struct repl_node *node,
 extern int engine_invalidate (struct repl_node *node, char *err,
                               size_t errlen);
 
+/* resize.c */
+extern int resize_check_hello (struct conn *c, uint64_t h_size, char *err,
+                               size_t errlen);
+extern int resize_handle (struct conn *c, const struct rx_msg *m);
+extern int resize_handle_query (struct conn *c, const struct repl_hdr *h);
+extern int resize_handle_reply (struct conn *c, const struct repl_hdr *h);
+extern int engine_resize (struct repl_node *node, bool assume_clean,
+                          uint64_t want, char *out, size_t outlen);
+
 /* state.c */
 extern int peer_set_repl_locked (struct peer *p, enum repl_state to);
 extern void peer_set_conn_locked (struct peer *p, enum conn_state to);
@@ -688,6 +717,8 @@ struct handlers {
  *
  *   n_adjust_lock     replctl adjust, one at a time (adjust.c)
  *   n_role_lock       role changes against client opens (role.c)
+ *   n_resize_lock     growing the volume here (resize.c): held across
+ *                     the metadata's growth, never a network wait
  *   the range lock    n_ilock: a write's byte range, held across its
  *                     activity-log transaction, local write and the wait
  *                     for the peers' ACKs (write-path.c, by design)
@@ -740,9 +771,10 @@ struct repl_node {
                                    demoted when the last one closes */
   pthread_mutex_t n_lock;       /* guards n_role, n_disk, n_primary_id,
                                    n_start_*, n_sync_source_id, n_quorum,
-                                   n_work,
-                                   n_stopping, the n_dl_* fields and a
-                                   diskless node's n_vol.vol_size */
+                                   n_work, n_resizing,
+                                   n_stopping, the n_dl_* fields and
+                                   writes of n_vol.vol_size (volume_size
+                                   reads it without) */
   pthread_cond_t n_cond;        /* signalled when stopping */
   enum repl_role n_role;
   enum repl_disk_state n_disk;
@@ -780,6 +812,10 @@ struct repl_node {
                                    check before the next write
                                    (gen_before_write) */
   bool n_stopping;
+  bool n_resizing;              /* replctl resize runs (resize.c) */
+  pthread_mutex_t n_resize_lock; /* serialises growing the volume: the
+                                   metadata's size, the bitmaps' and the
+                                   log's (resize.c) */
 
   /* Metadata (meta.c). */
   char *n_md_path;

@@ -168,8 +168,12 @@ load_or_create (struct repl_node *node, const char *where)
   struct md_params pa;
   size_t i, n = 0;
 
+  /* External metadata says the volume's size, which may be less than the
+   * disk's: a disk grown for a resize that has not run yet (meta_open
+   * checks).  Internal metadata's place depends on the disk's size. */
   if (md_load (&node->n_md, node->n_md_fd, node->n_md_base, self->nc_id,
-               node->n_vol.vol_size, err, sizeof err) == 0)
+               self->nc_meta_internal ? node->n_vol.vol_size : 0,
+               err, sizeof err) == 0)
     return 0;
 
   /* No metadata yet: make it as `replctl create-md` would (the disk is
@@ -258,6 +262,33 @@ meta_open (struct repl_node *node, const char *where)
     return -1;
   node->n_md_open = true;
   g = &node->n_md.md_super.ms_geom;
+  if (g->mg_size > node->n_vol.vol_size) {
+    errno = EINVAL;
+    log_error ("%smetadata %s: volume size mismatch: the metadata says %"
+               PRIu64 " bytes, the disk has %" PRIu64 " (a disk smaller "
+               "than its volume: shrinking is not supported)", where,
+               node->n_md_path, g->mg_size, node->n_vol.vol_size);
+    return -1;
+  }
+  if (g->mg_size < node->n_vol.vol_size) {
+    /* The disk grew: the volume keeps its size until replctl resize
+     * (resize.c), here or on a peer.  The peers' bitmaps were made for
+     * the disk's size: again, for the volume's (nothing is in them). */
+    log_info ("disk %s has %" PRIu64 " bytes, the volume %" PRIu64
+              " (the metadata's size; replctl resize grows it)",
+              node->n_vol.vol_path, node->n_vol.vol_size, g->mg_size);
+    node->n_vol.vol_size = g->mg_size;
+    for (i = 0; i < node->n_npeers; i++) {
+      struct peer *p = node->n_peers[i];
+      uint32_t gran = p->pr_bitmap.bm_granularity;
+
+      bitmap_free (&p->pr_bitmap);
+      if (bitmap_init (&p->pr_bitmap, g->mg_size, gran) == -1) {
+        log_error ("%sbitmap: %m", where);
+        return -1;
+      }
+    }
+  }
   if (g->mg_granularity != node->n_cfg.cf_bitmap_granularity) {
     errno = EINVAL;
     log_error ("%smetadata %s: made with bitmap-granularity %" PRIu32

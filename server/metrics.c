@@ -146,7 +146,7 @@ snapshot_node (struct repl_node *node, struct metrics_node *ns)
   ns->role = node->n_role;
   ns->disk = node->n_disk;
   ns->quorum = node->n_quorum;
-  ns->size = node->n_vol.vol_size;
+  ns->size = volume_size (&node->n_vol);
   pthread_mutex_unlock (&node->n_lock);
   ns->writes = atomic_load (&node->n_writes);
   ns->write_bytes = atomic_load (&node->n_write_bytes);

@@ -154,6 +154,7 @@ engine_create (const char *config_path, const char *node_name, bool primary,
   mutex_init (&node->n_lock);
   mutex_init (&node->n_role_lock);
   mutex_init (&node->n_md_io_lock);
+  mutex_init (&node->n_resize_lock);
   mutex_init (&node->n_al_lock);
   cond_init (&node->n_cond);
   cond_init (&node->n_work_cond);
@@ -417,6 +418,7 @@ engine_destroy (struct repl_node *node)
   pthread_mutex_destroy (&node->n_hs_lock);
   pthread_mutex_destroy (&node->n_al_lock);
   pthread_mutex_destroy (&node->n_md_io_lock);
+  pthread_mutex_destroy (&node->n_resize_lock);
   pthread_mutex_destroy (&node->n_role_lock);
   pthread_mutex_destroy (&node->n_lock);
   node->n_magic = 0;

@@ -243,6 +243,18 @@ on_read_reply (struct conn *c, const struct rx_msg *m)
 }
 
 static int
+on_resize_query (struct conn *c, const struct rx_msg *m)
+{
+  return resize_handle_query (c, m->m_hdr);
+}
+
+static int
+on_resize_reply (struct conn *c, const struct rx_msg *m)
+{
+  return resize_handle_reply (c, m->m_hdr);
+}
+
+static int
 on_sync (struct conn *c, const struct rx_msg *m)
 {
   return sync_handle (c, m->m_hdr, m->m_payload);
@@ -280,6 +292,9 @@ static rx_handler *const rx_handlers[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_OUT_OF_SYNC] = on_out_of_sync,
   [REPL_MSG_READ_REQ] = on_read_req,
   [REPL_MSG_READ_REPLY] = on_read_reply,
+  [REPL_MSG_RESIZE_QUERY] = on_resize_query,
+  [REPL_MSG_RESIZE_REPLY] = on_resize_reply,
+  [REPL_MSG_RESIZE] = resize_handle,
   /* HELLO, HELLO_STATE, AUTH_*: the handshake's, never here. */
 };
 

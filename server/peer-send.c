@@ -383,7 +383,9 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
   out_msg_init (om, type, flags, count, seq, offset, payload,
                 type == REPL_MSG_WRITE ||
                 (type == REPL_MSG_RESYNC_DATA && !(flags & REPL_FLAG_ZEROES))
-                ? count : type == REPL_MSG_OUT_OF_SYNC ? 8 : 0);
+                ? count
+                : type == REPL_MSG_OUT_OF_SYNC || type == REPL_MSG_RESIZE
+                ? 8 : 0);
   if (flags & REPL_FLAG_DIGEST) {
     /* data-integrity: crc32c: the digest follows the data.  The sender
      * computes it, outside pr_lock (conn_queue_locked). */

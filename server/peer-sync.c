@@ -26,16 +26,21 @@ static int
 send_bitmap (struct conn *c)
 {
   struct peer *p = c->c_peer;
-  uint64_t nwords = (p->pr_bitmap.bm_nbits + 63) / 64, i;
-  size_t bytes = nwords * 8, off;
-  uint64_t *words = malloc (bytes ? bytes : 8);
+  uint64_t nwords, i;
+  size_t bytes, off;
+  uint64_t *words;
   struct out_msg om;
 
+  /* The bitmap's length is pr_lock's too: a resize grows it (resize.c). */
+  pthread_mutex_lock (&p->pr_lock);
+  nwords = (p->pr_bitmap.bm_nbits + 63) / 64;
+  bytes = nwords * 8;
+  words = malloc (bytes ? bytes : 8);
   if (words == NULL) {
+    pthread_mutex_unlock (&p->pr_lock);
     conn_fail (c, "malloc: %m");
     return -1;
   }
-  pthread_mutex_lock (&p->pr_lock);
   for (i = 0; i < nwords; i++)
     words[i] = htole64 (p->pr_bitmap.bm_words[i]);
   pthread_mutex_unlock (&p->pr_lock);
@@ -650,10 +655,11 @@ sync_handle (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
   }
 
   case REPL_MSG_BITMAP: {
-    uint64_t nwords = (p->pr_bitmap.bm_nbits + 63) / 64, i, first;
+    uint64_t nwords, i, first;
     bool ok;
 
     pthread_mutex_lock (&p->pr_lock);
+    nwords = (p->pr_bitmap.bm_nbits + 63) / 64;
     ok = p->pr_repl == REPL_WF_BITMAP_S && h->offset % 8 == 0 &&
          h->offset == p->pr_bitmap_rx_bytes &&
          h->offset / 8 + h->length / 8 <= nwords;
@@ -684,10 +690,11 @@ sync_handle (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
   }
 
   case REPL_MSG_BITMAP_DONE: {
-    uint64_t nwords = (p->pr_bitmap.bm_nbits + 63) / 64;
+    uint64_t nwords;
     bool ok;
 
     pthread_mutex_lock (&p->pr_lock);
+    nwords = (p->pr_bitmap.bm_nbits + 63) / 64;
     ok = p->pr_repl == REPL_WF_BITMAP_S &&
          p->pr_bitmap_rx_bytes == nwords * 8 && h->offset == nwords * 8;
     if (ok)

@@ -247,7 +247,7 @@ send_hello_state (struct conn *c)
   pthread_mutex_lock (&node->n_lock);
   hello.role = node->n_role;
   hello.disk_state = node->n_disk;
-  hello.size = node->n_vol.vol_size;    /* a diskless node learns it */
+  hello.size = volume_size (&node->n_vol); /* a diskless node learns it */
   pthread_mutex_unlock (&node->n_lock);
   gen_view (node, p, &u);
   gen_to_wire (&u, &hello.uuids);
@@ -400,6 +400,7 @@ check_hello (struct conn *c)
   char err[512];
   int rule;
 
+  c->c_size = h->size;          /* c is not published yet */
   if (node->n_diskless || h->disk_state == REPL_DISK_DISKLESS) {
     if (role_check_peer_role (node, c, h->role, err, sizeof err) == -1)
       goto refuse;
@@ -407,13 +408,9 @@ check_hello (struct conn *c)
       goto refuse;
     return 0;
   }
-  if (h->size != node->n_vol.vol_size) {
-    snprintf (err, sizeof err, "refusing connection: peer's disk is %" PRIu64
-              " bytes, ours (%s) is %" PRIu64 " bytes; disks must be "
-              "the same size", h->size, node->n_vol.vol_path,
-              node->n_vol.vol_size);
+  /* The same size, or the smaller node grows (a resize it missed). */
+  if (resize_check_hello (c, h->size, err, sizeof err) == -1)
     goto refuse;
-  }
   /* At most one Primary; a node started with role=primary may give way
    * (role_start_yield). */
   if (role_check_peer_role (node, c, h->role, err, sizeof err) == -1)

@@ -209,8 +209,8 @@ next_range (struct resync_pass *rp, uint64_t *offset_out, uint64_t *len_out,
 
   offset = (uint64_t) first * granularity;
   len = (end - first) * granularity;
-  if (offset + len > node->n_vol.vol_size)
-    len = node->n_vol.vol_size - offset;
+  if (offset + len > volume_size (&node->n_vol))
+    len = volume_size (&node->n_vol) - offset;
   rp->rp_bit = end;
 
   if (!pace_wait (rp->rp_conn, &rp->rp_pace, len)) {

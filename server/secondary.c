@@ -367,6 +367,10 @@ may_feed_us (struct conn *c, unsigned type)
            !c->c_peer_diskless;
   case REPL_MSG_READ_REQ: case REPL_MSG_OUT_OF_SYNC:
     return c->c_peer_diskless && forward_may_feed_us (c);
+  case REPL_MSG_RESIZE:         /* from the Primary, or an UpToDate node
+                                   when there is none (resize.c checks) */
+    return node_role (node) != REPL_ROLE_PRIMARY && !node->n_diskless &&
+           !c->c_peer_diskless;
   default:
     return forward_may_feed_us (c);
   }
@@ -393,15 +397,16 @@ secondary_check (struct conn *c, const struct repl_hdr *h)
                c->c_expect_seq);
     return -1;
   }
-  if (wire_check_range (h, node->n_vol.vol_size, p->pr_bitmap.bm_granularity,
-                        err, sizeof err) == -1) {
+  if (wire_check_range (h, volume_size (&node->n_vol),
+                        p->pr_bitmap.bm_granularity, err, sizeof err) == -1) {
     conn_fail (c, "protocol error: %s", err);
     return -1;
   }
-  if (h->type == REPL_MSG_RESYNC_START && h->offset > node->n_vol.vol_size) {
+  if (h->type == REPL_MSG_RESYNC_START &&
+      h->offset > volume_size (&node->n_vol)) {
     conn_fail (c, "protocol error: RESYNC_START of %" PRIu64
                " bytes on a %" PRIu64 "-byte volume", h->offset,
-               node->n_vol.vol_size);
+               volume_size (&node->n_vol));
     return -1;
   }
   c->c_expect_seq++;

@@ -72,7 +72,7 @@ verify_run (struct conn *c)
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   const uint32_t g = p->pr_bitmap.bm_granularity;
-  const uint64_t size = node->n_vol.vol_size;
+  const uint64_t size = volume_size (&node->n_vol);
   struct verify_slot slots[VERIFY_SLOTS];
   uint64_t offset = 0, t0 = now_ns ();
   struct pace pace = { 0 };

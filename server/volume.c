@@ -78,6 +78,21 @@ volume_open (struct volume *vol, const char *path, const char *where)
   return -1;
 }
 
+/* The backing store's size now, which may have grown since volume_open
+ * (replctl resize: server/resize.c).  Returns 0, or -1 with errno. */
+int
+volume_capacity (struct volume *vol, uint64_t *size)
+{
+  struct stat st;
+
+  if (vol->vol_is_block)
+    return ioctl (vol->vol_fd, BLKGETSIZE64, size);
+  if (fstat (vol->vol_fd, &st) == -1)
+    return -1;
+  *size = st.st_size;
+  return 0;
+}
+
 void
 volume_close (struct volume *vol)
 {

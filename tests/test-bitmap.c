@@ -110,6 +110,34 @@ START_TEST (test_init)
 }
 END_TEST
 
+/* Growing keeps the bits, the count and the clear tail; a short last
+ * chunk becomes a whole one; shrinking is refused. */
+START_TEST (test_grow)
+{
+  struct bitmap bm;
+
+  ck_assert_int_eq (bitmap_init (&bm, 64 * 4096 + 100, 4096), 0);
+  ck_assert_uint_eq (bm.bm_nbits, 65);
+  bitmap_set_range (&bm, 0, 1);
+  bitmap_set_range (&bm, 64 * 4096, 100);       /* the short last chunk */
+  ck_assert_int_eq (bitmap_grow (&bm, 64 * 4096), -1);
+  ck_assert_int_eq (errno, EINVAL);
+  ck_assert_int_eq (bitmap_grow (&bm, 1000 * 4096), 0);
+  ck_assert_uint_eq (bm.bm_nbits, 1000);
+  ck_assert_uint_eq (bm.bm_size, 1000 * 4096);
+  ck_assert_uint_eq (bitmap_count (&bm), 2);
+  ck_assert (bitmap_test (&bm, 64));
+  ck_assert_int_eq (bitmap_next_set (&bm, 65), -1);
+  ck_assert_uint_eq (bitmap_dirty_bytes (&bm), 2 * 4096);
+  bitmap_set_range (&bm, 999 * 4096, 4096);
+  ck_assert (bitmap_test (&bm, 999));
+  ck_assert_uint_eq (bitmap_count (&bm), 3);
+  ck_assert_int_eq (bitmap_grow (&bm, 1000 * 4096), 0);       /* same */
+  ck_assert_uint_eq (bitmap_count (&bm), 3);
+  bitmap_free (&bm);
+}
+END_TEST
+
 START_TEST (test_empty)
 {
   struct bitmap bm;
@@ -596,6 +624,7 @@ bitmap_suite (void)
   tcase_add_test (tc, test_next);
   tcase_add_test (tc, test_tail);
   tcase_add_test (tc, test_large);
+  tcase_add_test (tc, test_grow);
   suite_add_tcase (s, tc);
 
   /* Generous: valgrind slows the model comparison down a lot. */

@@ -1318,6 +1318,147 @@ END_TEST
 
 /* Metadata at the end of a "device" (a file of a fixed size), data in
  * front of it untouched. */
+/* Growing the volume (md_grow): the bitmaps move to a region of their
+ * own, keep their bits, get the new chunks clear or set per slot; the
+ * superblock written last is the commit, so putting the old one back
+ * (a crash before the commit became durable) gives the old metadata,
+ * intact.  Twice: the second growth puts the bitmaps back after the
+ * ring when they fit in front of the moved ones, or further on. */
+START_TEST (test_grow)
+{
+  const uint64_t size = 64 * MiB - 512, big = 128 * MiB, bigger = 129 * MiB;
+  struct md_params p;
+  struct md md;
+  struct bitmap bm, back;
+  uint8_t before[2 * MD_BLOCK_SIZE], after[2 * MD_BLOCK_SIZE];
+  uint64_t nbad, old_bm_offset;
+  uint32_t table[8];
+  char err[256];
+  unsigned i;
+  int fd = tmp_fd ();
+
+  small_params (&p, 0);
+  p.pa_geom.mg_size = size;
+  p.pa_peer_ids[1] = 5;
+  p.pa_in_sync = true;
+  ck_assert_int_eq (md_create (&md, fd, 0, &p, false, err, sizeof err), 0);
+  old_bm_offset = md.md_layout.ml_bm_offset;
+  ck_assert_int_eq (bitmap_init (&bm, size, 4096), 0);
+  bitmap_set_range (&bm, 0, 4096);
+  bitmap_set_range (&bm, size - 1, 1);          /* the short last chunk */
+  ck_assert_int_eq (md_write_bitmap (&md, 1, &bm, 0,
+                                     md.md_layout.ml_bm_pages,
+                                     err, sizeof err), 0);
+  for (i = 0; i < 8; ++i)
+    table[i] = i < 2 ? i * 7 : MD_AL_EMPTY;
+  ck_assert_int_eq (md_write_al (&md, 2, table, err, sizeof err), 0);
+
+  /* Refused: smaller, the same, beyond the largest. */
+  ck_assert_int_eq (md_grow (&md, size - 4096, 0, err, sizeof err), -1);
+  ck_assert_ptr_nonnull (strstr (err, "shrinking is not supported"));
+  ck_assert_int_eq (md_grow (&md, size, 0, err, sizeof err), -1);
+  ck_assert_int_eq (md_grow (&md, MD_MAX_SIZE + 1, 0, err, sizeof err), -1);
+  ck_assert_uint_eq (md.md_super.ms_geom.mg_size, size);
+
+  pread_all (fd, before, sizeof before, 0);
+  ck_assert_int_eq (md_grow (&md, big, 1u << 1, err, sizeof err), 0);
+  ck_assert_uint_eq (md.md_super.ms_geom.mg_size, big);
+  ck_assert_uint_ge (md.md_layout.ml_bm_offset, old_bm_offset + 2 * 4096);
+  ck_assert_uint_eq (md.md_super.ms_geom.mg_bm_offset,
+                     md.md_layout.ml_bm_offset);
+  pread_all (fd, after, sizeof after, 0);
+  md_close (&md);
+
+  /* What a restart finds: the new size, version 2, the bits. */
+  ck_assert_int_eq (md_load (&md, fd, 0, 0, 0, err, sizeof err), 0);
+  ck_assert_uint_eq (md.md_super.ms_geom.mg_size, big);
+  ck_assert_uint_eq (md.md_al_seq, 2);
+  ck_assert_uint_eq (md.md_al_table[1], 7);
+  ck_assert_int_eq (bitmap_init (&back, big, 4096), 0);
+  ck_assert_int_eq (md_read_bitmap (&md, 1, &back, 0,
+                                    md.md_layout.ml_bm_pages, &nbad,
+                                    err, sizeof err), 0);
+  ck_assert_uint_eq (nbad, 0);
+  ck_assert (bitmap_test (&back, 0));
+  ck_assert (!bitmap_test (&back, 1));
+  ck_assert (bitmap_test (&back, (size - 1) / 4096));
+  /* slot 1 marked: every new chunk set; slot 0 not: all clear. */
+  ck_assert_uint_eq (bitmap_count (&back),
+                     2 + (big / 4096 - (size + 4095) / 4096));
+  bitmap_free (&back);
+  ck_assert_int_eq (bitmap_init (&back, big, 4096), 0);
+  ck_assert_int_eq (md_read_bitmap (&md, 0, &back, 0,
+                                    md.md_layout.ml_bm_pages, &nbad,
+                                    err, sizeof err), 0);
+  ck_assert_uint_eq (bitmap_count (&back), 0);
+  bitmap_free (&back);
+
+  /* A second growth: the new bitmaps do not fit in front of the moved
+   * ones, so they go after them; still readable, still version 2. */
+  ck_assert_int_eq (md_grow (&md, bigger, 0, err, sizeof err), 0);
+  md_close (&md);
+  ck_assert_int_eq (md_load (&md, fd, 0, 0, 0, err, sizeof err), 0);
+  ck_assert_uint_eq (md.md_super.ms_geom.mg_size, bigger);
+  ck_assert_int_eq (bitmap_init (&back, bigger, 4096), 0);
+  ck_assert_int_eq (md_read_bitmap (&md, 1, &back, 0,
+                                    md.md_layout.ml_bm_pages, &nbad,
+                                    err, sizeof err), 0);
+  ck_assert_uint_eq (bitmap_count (&back),
+                     2 + (big / 4096 - (size + 4095) / 4096));
+  bitmap_free (&back);
+  md_close (&md);
+
+  /* The crash before the commit was durable: the superblocks as they
+   * were before the first growth.  The old area was never written. */
+  pwrite_all (fd, before, sizeof before, 0);
+  ck_assert_int_eq (md_load (&md, fd, 0, 0, size, err, sizeof err), 0);
+  ck_assert_uint_eq (md.md_super.ms_geom.mg_bm_offset, 0);
+  ck_assert_int_eq (bitmap_init (&back, size, 4096), 0);
+  ck_assert_int_eq (md_read_bitmap (&md, 1, &back, 0,
+                                    md.md_layout.ml_bm_pages, &nbad,
+                                    err, sizeof err), 0);
+  ck_assert_uint_eq (nbad, 0);
+  ck_assert_uint_eq (bitmap_count (&back), 2);
+  bitmap_free (&back);
+  md_close (&md);
+
+  /* A torn commit: the slot it went to is garbage; the other is taken. */
+  {
+    unsigned s;
+    for (s = 0; s < 2; ++s)
+      if (get_be64 (after + s * MD_BLOCK_SIZE + 40) == big) {
+        memcpy (before + s * MD_BLOCK_SIZE, after + s * MD_BLOCK_SIZE,
+                MD_BLOCK_SIZE);
+        before[s * MD_BLOCK_SIZE + 1000] ^= 1;        /* torn */
+      }
+  }
+  pwrite_all (fd, before, sizeof before, 0);
+  ck_assert_int_eq (md_load (&md, fd, 0, 0, size, err, sizeof err), 0);
+  md_close (&md);
+
+  /* A version-1 superblock may not have a bitmap offset, nor a
+   * version-2 one lack it. */
+  {
+    uint8_t blk[MD_BLOCK_SIZE];
+    struct md_super sb;
+    unsigned s = get_be64 (after + 40) == big ? 0 : 1;
+
+    memcpy (blk, after + s * MD_BLOCK_SIZE, MD_BLOCK_SIZE);
+    ck_assert_int_eq (md_decode_super (blk, &sb, err, sizeof err), 0);
+    blk[7] = 1;                                 /* version 1 */
+    reseal (blk, MD_BLOCK_SIZE);
+    ck_assert_int_eq (md_decode_super (blk, &sb, err, sizeof err), -1);
+    ck_assert_ptr_nonnull (strstr (err, "bitmap offset"));
+    blk[7] = 3;
+    reseal (blk, MD_BLOCK_SIZE);
+    ck_assert_int_eq (md_decode_super (blk, &sb, err, sizeof err), -1);
+    ck_assert_ptr_nonnull (strstr (err, "format version 3"));
+  }
+  bitmap_free (&bm);
+  close (fd);
+}
+END_TEST
+
 START_TEST (test_internal_on_file)
 {
   const uint64_t dev = 256 * MiB + 4096 * 3;
@@ -2000,6 +2141,7 @@ metadata_suite (void)
   tcase_add_test (tc, test_al_ring);
   tcase_add_test (tc, test_bitmap_io);
   tcase_add_test (tc, test_internal_on_file);
+  tcase_add_test (tc, test_grow);
   tcase_add_test (tc, test_dump);
   suite_add_tcase (s, tc);
 

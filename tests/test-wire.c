@@ -12,6 +12,7 @@
 
 #include <check.h>
 
+#include "repl-state.h"
 #include "wire.h"
 #include "uuid-compare.h"
 
@@ -55,6 +56,9 @@ static const struct expect expect[] = {
   { REPL_MSG_AUTH_CHALLENGE, "AUTH_CHALLENGE", 0, 6, 0 },
   { REPL_MSG_AUTH_RESPONSE, "AUTH_RESPONSE", 0, 6, 0 },
   { REPL_MSG_HELLO_STATE, "HELLO_STATE", 0, 7, 0 },
+  { REPL_MSG_RESIZE_QUERY, "RESIZE_QUERY", 0, 0, 0 },
+  { REPL_MSG_RESIZE_REPLY, "RESIZE_REPLY", REPL_FLAG_ERROR, 0, 0 },
+  { REPL_MSG_RESIZE, "RESIZE", REPL_FLAG_ASSUME_CLEAN, 5, 0 },
 };
 #define NR_EXPECT (sizeof expect / sizeof expect[0])
 
@@ -260,9 +264,10 @@ START_TEST (test_hdr_bad_flags)
       n++;
     }
   }
-  /* 26 types * 16 bits, less the 10 allowed (FUA x3, MAY_TRIM x1,
-   * RECEIVED x1, ZEROES x1, ERROR x1, DIGEST x2, SYNC_PAUSED x1). */
-  ck_assert_int_eq (n, 26 * 16 - 10);
+  /* 29 types * 16 bits, less the 12 allowed (FUA x3, MAY_TRIM x1,
+   * RECEIVED x1, ZEROES x1, ERROR x2, DIGEST x2, SYNC_PAUSED x1,
+   * ASSUME_CLEAN x1). */
+  ck_assert_int_eq (n, 29 * 16 - 12);
 
   /* RESYNC_DATA with ZEROES: count bytes of zeroes, no payload. */
   {
@@ -1112,6 +1117,7 @@ START_TEST (test_type_properties)
     REPL_MSG_WRITE, REPL_MSG_TRIM, REPL_MSG_ZERO, REPL_MSG_FLUSH,
     REPL_MSG_RESYNC_START, REPL_MSG_RESYNC_DATA, REPL_MSG_RESYNC_DONE,
     REPL_MSG_VERIFY_REQ, REPL_MSG_OUT_OF_SYNC, REPL_MSG_READ_REQ,
+    REPL_MSG_RESIZE,
   };
   static const unsigned handshake[] = {
     REPL_MSG_HELLO, REPL_MSG_AUTH_CHALLENGE, REPL_MSG_AUTH_RESPONSE,
@@ -1131,7 +1137,8 @@ START_TEST (test_type_properties)
     for (i = 0; i < sizeof handshake / sizeof handshake[0]; i++)
       hs |= handshake[i] == t;
     ackable = seq && t != REPL_MSG_FLUSH && t != REPL_MSG_READ_REQ &&
-              t != REPL_MSG_VERIFY_REQ && t != REPL_MSG_OUT_OF_SYNC;
+              t != REPL_MSG_VERIFY_REQ && t != REPL_MSG_OUT_OF_SYNC &&
+              t != REPL_MSG_RESIZE;
     ck_assert_msg (wire_type_sequenced (t) == seq, "type %u sequenced", t);
     ck_assert_msg (wire_type_changes_data (t) == changes,
                    "type %u changes data", t);
@@ -1153,6 +1160,12 @@ START_TEST (test_type_properties)
   ck_assert (!wire_type_from_driver (REPL_MSG_VERIFY_REPLY));
   ck_assert (!wire_type_from_driver (REPL_MSG_READ_REPLY));
   ck_assert (!wire_type_from_driver (REPL_MSG_PING));
+  ck_assert (wire_type_from_driver (REPL_MSG_RESIZE));
+  ck_assert (wire_type_from_driver (REPL_MSG_RESIZE_QUERY));
+  ck_assert (!wire_type_from_driver (REPL_MSG_RESIZE_REPLY));
+  /* A RESIZE only between two writes of an Established connection. */
+  ck_assert_uint_eq (wire_type_states (REPL_MSG_RESIZE),
+                     1u << REPL_ESTABLISHED);
 }
 END_TEST
 

@@ -235,6 +235,24 @@ data_message (struct conn *c, const struct repl_hdr *h,
   }
   case REPL_MSG_READ_REQ:       /* forward.c forward_handle_read */
     break;
+  case REPL_MSG_RESIZE: {       /* resize.c resize_handle */
+    uint64_t from = 0;
+    size_t i;
+
+    for (i = 0; i < 8; i++)
+      from = (from << 8) | payload[i];
+    if (h->offset == c->size)
+      break;                    /* grown already */
+    if (from != c->size || h->offset < c->size || h->offset > (64u << 20) ||
+        c->we_primary)
+      return false;
+    if (bitmap_grow (&c->bm, h->offset) == -1)
+      return false;
+    if (!(h->flags & REPL_FLAG_ASSUME_CLEAN))
+      bitmap_set_range (&c->bm, c->size, h->offset - c->size);
+    c->size = h->offset;
+    break;
+  }
   case REPL_MSG_RESYNC_START:  /* secondary_apply_resync_start */
     if (c->decision < 0 || uuid_decision_is_source (c->decision))
       return false;
@@ -347,6 +365,9 @@ message (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
     return true;
   case REPL_MSG_AWAY:           /* forward.c forward_handle_away */
     return h->offset <= UINT32_MAX && c->peer_role == REPL_ROLE_PRIMARY;
+  case REPL_MSG_RESIZE_QUERY:   /* resize.c: answered, nothing changes */
+    return true;
+  case REPL_MSG_RESIZE_REPLY:   /* we asked for none */
   case REPL_MSG_READ_REPLY:     /* we asked for none */
   case REPL_MSG_VERIFY_REPLY:   /* we asked for none */
   case REPL_MSG_HELLO:          /* only once */

@@ -175,7 +175,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
                 h.type == REPL_MSG_UUIDS ||
                 h.type == REPL_MSG_BITMAP || h.type == REPL_MSG_VERIFY_REPLY ||
                 ((h.type == REPL_MSG_AWAY ||
-                  h.type == REPL_MSG_OUT_OF_SYNC) && h.length == 8) ||
+                  h.type == REPL_MSG_OUT_OF_SYNC ||
+                  h.type == REPL_MSG_RESIZE) && h.length == 8) ||
                 ((h.type == REPL_MSG_AUTH_CHALLENGE ||
                   h.type == REPL_MSG_AUTH_RESPONSE) &&
                  h.length == REPL_AUTH_SIZE));

@@ -202,6 +202,28 @@ wire_corpus (void)
     save ("wire", "diskless", &b);
   }
 
+  /* Online grow: a query, its answer, the resize itself (from 1 MiB,
+   * the volume of byte 0x1b, to 2 MiB), and one from the wrong size. */
+  {
+    static const uint8_t from[8] = { 0, 0, 0, 0, 0, 0x10, 0, 0 };
+    static const uint8_t wrong[8] = { 0, 0, 0, 0, 0, 0x20, 0, 0 };
+
+    b.n = 0;
+    put_byte (&b, 0x1b);
+    put_msg (&b, REPL_MSG_RESIZE_QUERY, 0, 0, 0, 1, 2 << 20, NULL);
+    put_msg (&b, REPL_MSG_RESIZE_REPLY, 0, 0, 0, 1, 2 << 20, NULL);
+    put_msg (&b, REPL_MSG_RESIZE_REPLY, REPL_FLAG_ERROR, 0, 0, 1, 1 << 20,
+             NULL);
+    put_msg (&b, REPL_MSG_RESIZE, 0, 8, 0, 1, 2 << 20, from);
+    put_msg (&b, REPL_MSG_WRITE, 0, 512, 512, 2, (2 << 20) - 512, data);
+    save ("wire", "resize", &b);
+    b.n = 0;
+    put_byte (&b, 0x1b);
+    put_msg (&b, REPL_MSG_RESIZE, REPL_FLAG_ASSUME_CLEAN, 8, 0, 1, 2 << 20,
+             wrong);
+    save ("wire", "resize-wrong-size", &b);
+  }
+
   /* Nearly valid: one field wrong each. */
   b.n = 0;
   put_byte (&b, 0x9b);                          /* 1-byte error buffer */
@@ -450,6 +472,19 @@ used (struct md *md)
   bitmap_free (&bm);
 }
 
+/* `used`, then grown (replctl resize) to twice its size: version 2,
+ * the bitmaps moved behind the first area, the new chunks marked. */
+static void
+used_grown (struct md *md)
+{
+  char err[256];
+
+  used (md);
+  if (md_grow (md, 2 * md->md_super.ms_geom.mg_size, 1, err,
+               sizeof err) == -1)
+    die ("md_grow: %s", err);
+}
+
 static void
 metadata_corpus (void)
 {
@@ -460,6 +495,8 @@ metadata_corpus (void)
   metadata_image ("no-peers-at-4k", 0x04, 65536, 4096, 1, 0, true, NULL);
   /* 128 KiB + 512 by 512: 257 bits; 2 volume extents + a partial. */
   metadata_image ("used", 0x0b, 131072 + 512, 512, 4, 1, false, used);
+  metadata_image ("grown", 0x0b, 131072 + 512, 512, 4, 1, false,
+                  used_grown);
 }
 
 int
