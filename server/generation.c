@@ -464,7 +464,11 @@ gen_before_write (struct repl_node *node)
  * never the other half of a split brain with a node promoted meanwhile
  * from the same parent (its quorum was counted from a peer heard a
  * moment before it was cut off too).  The next write with quorum starts
- * a generation again.  Called when quorum is lost (role.c). */
+ * a generation again.  A secondary that took the withdrawn generation
+ * already keeps it, flagged tentative (GU_FLAG_TENTATIVE): against the
+ * next generation from the same parent it gives way, with a full resync
+ * (uuid-compare.h, rows 85/86), instead of being the other half of a
+ * split brain.  Called when quorum is lost (role.c). */
 void
 gen_withdraw (struct repl_node *node)
 {
