@@ -177,6 +177,34 @@ kill_node ()
 
 status_json () { "$REPLCTL" -s "$(sock "$1")" status --json; }
 
+# loop_detach LOOP FILE: detach a loop device and wait (bounded, 10 s)
+# until the kernel has let go of FILE, its backing file: losetup -d
+# returns before that on a loaded machine, and an unmount of the file's
+# file system then fails with "target is busy".
+loop_detach ()
+{
+    local loop=$1 file=$2 i
+    losetup -d "$loop"
+    for (( i = 0; i < 100; i++ )); do
+        losetup -j "$file" 2>/dev/null | grep -q . || return 0
+        sleep 0.1
+    done
+    fail "loop device $loop still holds $file 10 s after losetup -d"
+}
+
+# umount_settled DIR: unmount, retrying (bounded, 10 s) while the kernel
+# still holds a reference it drops asynchronously (a detached loop
+# device's backing file).
+umount_settled ()
+{
+    local i
+    for (( i = 0; i < 100; i++ )); do
+        umount "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    umount "$1" || fail "cannot unmount $1 within 10 s"
+}
+
 # wait_for NAME JQ-EXPR [SECONDS]: poll the node's status (every 0.1 s,
 # at most SECONDS, default 30) until the jq expression is true.
 wait_for ()

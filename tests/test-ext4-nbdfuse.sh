@@ -37,8 +37,8 @@ mkdir -p "$mnt/dir/sub"
 for i in $(seq 1 200); do echo "file $i" > "$mnt/dir/sub/f$i"; done
 sha_big=$(sha256sum < "$mnt/big" | cut -d' ' -f1)
 umount "$mnt"
-losetup -d "$loop"
-umount "$fusedir"
+loop_detach "$loop" "$fusedir/nbd"
+umount_settled "$fusedir"
 wait $fusepid 2>/dev/null || true
 
 # Every write was acknowledged by both nodes; the secondary's disk is a
