@@ -310,6 +310,9 @@ struct conn {
   bool c_peer_diskless;         /* the peer has no disk */
   struct gen_uuids c_peer_uuids;
   int c_decision;               /* enum uuid_decision, or -1 */
+  bool c_decided;               /* sync_on_connect has decided: from now
+                                   on a resync or verify may run on it
+                                   (pr_lock) */
   struct gen_uuids c_hello_uuids; /* what our HELLO_STATE told it */
   uint64_t c_hello_changes;     /* ... the change count: what it expects
                                    a bitmap of */

@@ -209,6 +209,9 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
   if (node->n_diskless || c->c_peer_diskless) {
     if (node->n_diskless)
       diskless_peer_uuids (node, c);
+    pthread_mutex_lock (&p->pr_lock);
+    c->c_decided = true;
+    pthread_mutex_unlock (&p->pr_lock);
     return;
   }
   /* With a diskless primary, or none, storage secondaries resync each
@@ -296,6 +299,9 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
                 h->uuids.changes);
   }
 
+  /* A resync wanted before this decision (on the connection before, or
+   * marks made meanwhile) is this decision's to take: the resync thread
+   * waits for it (c_decided), then runs only what it chose. */
   pthread_mutex_lock (&p->pr_lock);
   c->c_decision = d;
   p->pr_bitmap_rx_bytes = 0;
@@ -303,10 +309,9 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
       (uuid_decision_is_source (d) ||
        (d == UUID_NO_SYNC && h->uuids.changes > 0)))
     peer_set_repl_locked (p, REPL_WF_BITMAP_S);
-  if (resync) {
-    p->pr_resync_wanted = true;
-    pthread_cond_signal (&p->pr_resync_cond);
-  }
+  p->pr_resync_wanted = resync;
+  c->c_decided = true;
+  pthread_cond_signal (&p->pr_resync_cond);
   pthread_mutex_unlock (&p->pr_lock);
 
   /* Connected to a Primary: the other secondaries that are its copies

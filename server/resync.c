@@ -415,7 +415,7 @@ resync_thread (void *arg)
     pthread_mutex_lock (&p->pr_lock);
     while (!p->pr_stopping &&
            !((p->pr_resync_wanted || p->pr_verify_wanted) &&
-             p->pr_state == CONN_CONNECTED &&
+             p->pr_state == CONN_CONNECTED && p->pr_conn->c_decided &&
              p->pr_repl != REPL_WF_BITMAP_S))
       pthread_cond_wait (&p->pr_resync_cond, &p->pr_lock);
     if (p->pr_stopping) {
