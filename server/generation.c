@@ -179,16 +179,21 @@ gen_decide (struct repl_node *node, struct conn *conn, int *rulep, char *err,
 
   switch (cd.cd_verdict) {
   case CONNECT:
-    /* Between two secondaries only one with no storage Primary to
-     * follow is a resync source (peer-sync.c): with one, that Primary
-     * resyncs the peer.  The peer may have no Primary, though, and
-     * would wait for us as its source: refused, so that it does not
-     * (it retries with backoff, and meets us again once in sync). */
-    if (uuid_decision_is_source (cd.cd_decision) && !c.cc_we_primary &&
-        !c.cc_peer_primary && !node_no_storage_primary (node)) {
-      snprintf (err, errlen, "refusing connection: the peer lacks data "
-                "this node holds (%s, rule %d: %s); while this node "
-                "follows a Primary, the Primary resyncs it",
+    /* Two secondaries resync each other only when neither follows a
+     * storage Primary (peer-sync.c): with one, that Primary resyncs
+     * whichever lacks data, and what one secondary marked for the other
+     * is the Primary's to settle.  The other side may have no Primary,
+     * though, and would wait for us as its source, or take our word
+     * that it is behind: refused, by this side, so that it does
+     * neither (both retry with backoff, and meet again once the Primary
+     * has settled it). */
+    if ((uuid_decision_is_source (cd.cd_decision) ||
+         uuid_decision_is_target (cd.cd_decision)) &&
+        !c.cc_we_primary && !c.cc_peer_primary &&
+        !node_no_storage_primary (node)) {
+      snprintf (err, errlen, "refusing connection: %s (rule %d: %s) "
+                "between two Secondaries; while this node follows a "
+                "Primary, the Primary resyncs whichever lacks data",
                 uuid_decision_name (cd.cd_decision), cd.cd_rule,
                 uuid_rule_name (cd.cd_rule));
       return -1;

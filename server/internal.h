@@ -383,6 +383,9 @@ struct peer {
   bool pr_admin_down;           /* replctl disconnect: StandAlone until
                                    replctl connect */
   char pr_last_error[512];
+  unsigned pr_flap_ms;          /* the wait after a connection that ended
+                                   within a second; 0 once one lasted
+                                   (peer.c, flap_delay_locked) */
 
   /* Replication with the peer (state.c, peer-sync.c). */
   enum repl_state pr_repl;      /* changed by peer_set_repl_locked only */

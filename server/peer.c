@@ -187,6 +187,33 @@ sleep_locked (struct peer *p, unsigned ms)
   return !p->pr_stopping;
 }
 
+/* A connection that ended within a second of being made (refused by the
+ * peer after its handshake, or failed at once): wait before the next,
+ * longer each time in a row (up to connect-retry-max), so that two nodes
+ * that keep refusing each other do not reconnect in a busy loop.  Not
+ * cut short by the peer dialling us: that is the loop.  pr_lock held.
+ * Returns false if stopping. */
+static bool
+flap_delay_locked (struct peer *p, uint64_t lived_ns)
+{
+  unsigned max = p->pr_node->n_cfg.cf_connect_retry_max_ms;
+  struct timespec ts;
+
+  ASSERT_LOCKED (&p->pr_lock);
+  if (lived_ns >= UINT64_C (1000000000)) {
+    p->pr_flap_ms = 0;
+    return !p->pr_stopping;
+  }
+  p->pr_flap_ms = p->pr_flap_ms == 0 ? BACKOFF_MIN_MS : p->pr_flap_ms * 2;
+  if (p->pr_flap_ms > max)
+    p->pr_flap_ms = max > BACKOFF_MIN_MS ? max : BACKOFF_MIN_MS;
+  ts = deadline_after_ns (p->pr_flap_ms * UINT64_C (1000000));
+  while (!p->pr_stopping)
+    if (pthread_cond_timedwait (&p->pr_cond, &p->pr_lock, &ts) == ETIMEDOUT)
+      break;
+  return !p->pr_stopping;
+}
+
 /* Record why we have no connection; log it only when it changes, so a
  * peer that is down for an hour does not fill the log. */
 static void
@@ -661,7 +688,17 @@ peer_thread (void *arg)
     log_info ("peer %s: disconnected", name);
     node_quorum_changed (node);
     sync_on_lost (c, fence);
-    conn_put (c);
+    {
+      uint64_t lived = now_ns () - c->c_connected_ns;
+
+      conn_put (c);
+      pthread_mutex_lock (&p->pr_lock);
+      if (!flap_delay_locked (p, lived)) {
+        pthread_mutex_unlock (&p->pr_lock);
+        break;
+      }
+      pthread_mutex_unlock (&p->pr_lock);
+    }
   }
   return NULL;
 }
