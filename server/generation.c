@@ -179,6 +179,24 @@ gen_decide (struct repl_node *node, struct conn *conn, int *rulep, char *err,
 
   switch (cd.cd_verdict) {
   case CONNECT:
+    /* Two UpToDate copies of the same storage Primary, in one
+     * generation, where one still counts a bitmap for the other from an
+     * older one (rules 34/35): the Primary's resync of each settled it.
+     * No resync between them; sync_on_connect drops the marks and that
+     * bitmap UUID (drop_marks_between_secondaries). */
+    if ((cd.cd_rule == UUID_RULE_SAME_BITMAP_LOCAL ||
+         cd.cd_rule == UUID_RULE_SAME_BITMAP_PEER) &&
+        !c.cc_we_primary && !c.cc_peer_primary &&
+        h->disk_state == REPL_DISK_UPTODATE &&
+        !node_no_storage_primary (node)) {
+      enum repl_disk_state ours;
+
+      pthread_mutex_lock (&node->n_lock);
+      ours = node->n_disk;
+      pthread_mutex_unlock (&node->n_lock);
+      if (ours == REPL_DISK_UPTODATE)
+        return UUID_NO_SYNC;
+    }
     /* Two secondaries resync each other only when neither follows a
      * storage Primary (peer-sync.c): with one, that Primary resyncs
      * whichever lacks data, and what one secondary marked for the other
@@ -310,6 +328,27 @@ int
 gen_resync_finished_source (struct repl_node *node, struct peer *p)
 {
   return update_view (node, p, do_resync_finished_source, NULL);
+}
+
+static void
+do_clear_bitmap (struct gen_uuids *u, const void *arg)
+{
+  (void) arg;
+  uuid_clear_bitmap (u);
+}
+
+/* No bitmap counts for p any more (its marks were dropped): its bitmap
+ * UUID goes into the history.  Returns 0, or -1 if the metadata cannot
+ * be written. */
+int
+gen_clear_bitmap (struct repl_node *node, struct peer *p)
+{
+  struct gen_uuids u;
+
+  gen_view (node, p, &u);
+  if (u.gu_bitmap == 0)
+    return 0;
+  return update_view (node, p, do_clear_bitmap, NULL);
 }
 
 int

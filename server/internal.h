@@ -908,6 +908,7 @@ extern int gen_resync_finished_target (struct repl_node *node,
                                        const struct gen_uuids *source);
 extern int gen_resync_finished_source (struct repl_node *node,
                                        struct peer *p);
+extern int gen_clear_bitmap (struct repl_node *node, struct peer *p);
 extern int gen_adopt_current (struct repl_node *node, struct peer *p,
                               const struct gen_uuids *primary);
 extern void gen_before_write (struct repl_node *node);

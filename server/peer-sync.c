@@ -107,6 +107,10 @@ drop_marks_between_secondaries (struct peer *p)
   marked = bitmap_dirty_bytes (&p->pr_bitmap);
   bitmap_clear_all (&p->pr_bitmap);
   pthread_mutex_unlock (&p->pr_lock);
+  /* The generation the marks counted from goes too (else the next
+   * connection would decide a bitmap resync again: rules 34/35). */
+  if (gen_clear_bitmap (node, p) == -1)
+    return -1;
   if (marked == 0)
     return 0;
   log_info ("peer %s: both are in sync with the Primary: dropping the %"
