@@ -420,13 +420,14 @@ start_relay (struct repl_node *node, SSL *ssl, int fd, const char *name,
  * server side *cert gets the client's certificate (or NULL with a
  * PSK), which the caller frees after checking it against the node the
  * HELLO names. */
-static int
+static struct stream *
 start (struct repl_node *node, int fd, bool server, const char *expect,
        const char *name, uint64_t deadline, X509 **cert, char *err,
        size_t errlen)
 {
   SSL_CTX *ctx = server ? node->n_tls_server : node->n_tls_client;
   SSL *ssl = NULL;
+  struct stream *st;
   int app;
 
   ERR_clear_error ();
@@ -459,7 +460,15 @@ start (struct repl_node *node, int fd, bool server, const char *expect,
     }
     goto fail;
   }
-  return app;
+  st = stream_new (app, NULL);
+  if (st == NULL) {
+    snprintf (err, errlen, "TLS: %m");
+    if (cert) {
+      X509_free (*cert);
+      *cert = NULL;
+    }
+  }
+  return st;
 
  fail:
   {
@@ -468,10 +477,10 @@ start (struct repl_node *node, int fd, bool server, const char *expect,
     close (fd);
     errno = e;
   }
-  return -1;
+  return NULL;
 }
 
-int
+struct stream *
 peer_tls_connect (struct peer *p, int fd, char *err, size_t errlen)
 {
   struct repl_node *node = p->pr_node;
@@ -483,7 +492,7 @@ peer_tls_connect (struct peer *p, int fd, char *err, size_t errlen)
                 NULL, err, errlen);
 }
 
-int
+struct stream *
 peer_tls_accept (struct repl_node *node, int fd, const char *from,
                  uint64_t deadline, X509 **cert, char *err, size_t errlen)
 {
