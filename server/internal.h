@@ -178,9 +178,6 @@ struct out_msg {
 #define MAX_HANDSHAKES 16
 #define MAX_HANDSHAKES_PER_ADDR 4
 #define MAX_HANDSHAKE_THREADS (2 * MAX_HANDSHAKES)
-/* TLS relays at once: one per TLS connection, established or in its
- * handshake (peer-tls.c); far more than 2 per peer + MAX_HANDSHAKES. */
-#define MAX_TLS_RELAYS 64
 struct thread_set {
   pthread_mutex_t ts_lock;      /* guards the fields below */
   pthread_cond_t ts_cond;
@@ -474,9 +471,8 @@ extern void peer_tls_fini (struct repl_node *node);
 extern struct stream *peer_tls_connect (struct peer *p, int fd, char *err,
                                         size_t errlen);
 extern struct stream *peer_tls_accept (struct repl_node *node, int fd,
-                                       const char *from, uint64_t deadline,
-                                       X509 **cert, char *err,
-                                       size_t errlen);
+                                       uint64_t deadline, X509 **cert,
+                                       char *err, size_t errlen);
 extern int peer_tls_check_name (struct repl_node *node, X509 *cert,
                                 const char *node_name, char *err,
                                 size_t errlen);
@@ -747,7 +743,6 @@ struct repl_node {
   int n_stop_fd;                /* eventfd: readable once stopping */
   SSL_CTX *n_tls_client;        /* tls: true (peer-tls.c); else NULL */
   SSL_CTX *n_tls_server;
-  struct thread_set n_tls_relays;  /* TLS relay threads (peer-tls.c) */
   struct thread_set n_handshakes;  /* listener handshakes (listener.c) */
   pthread_mutex_t n_hs_lock;    /* guards n_hs_slots and n_hs_next_id */
   struct hs_slot n_hs_slots[MAX_HANDSHAKES];

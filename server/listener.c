@@ -286,7 +286,7 @@ handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
     return;
   }
   if (node->n_cfg.cf_tls &&
-      (st = peer_tls_accept (node, fd, from, deadline, &cert, err,
+      (st = peer_tls_accept (node, fd, deadline, &cert, err,
                              sizeof err)) == NULL) {
     if (errno != ECANCELED)
       refuse_log (from, "%s", err);
