@@ -12,6 +12,7 @@
 
 #include <check.h>
 
+#include "uuid-compare.h"
 #include "wire.h"
 
 /* What the header docs in wire.h say, written out again independently
