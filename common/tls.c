@@ -16,6 +16,7 @@
 
 #define PSK_LABEL "nbdrepl tls psk "
 #define PSK_IDENTITY_PREFIX "nbdrepl/"
+#define TLS_READ_BUFFER (256u << 10)
 
 /* What a context carries besides OpenSSL's own state. */
 struct tls_app {
@@ -230,11 +231,18 @@ tls_ctx_new (const struct repl_config *cfg, const struct repl_node_cfg *self,
     snprintf (err, errlen, "TLS: this OpenSSL has no TLS 1.3");
     goto fail;
   }
+  /* Kernel TLS where the kernel has it (OpenSSL falls back to its own
+   * record layer where it has not; server/peer-stream.c reports which). */
   SSL_CTX_set_options (ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION |
-                       SSL_OP_NO_TICKET);
+                       SSL_OP_NO_TICKET | SSL_OP_ENABLE_KTLS);
   SSL_CTX_set_session_cache_mode (ctx, SSL_SESS_CACHE_OFF);
+  /* No session tickets after the handshake: nothing but our messages
+   * on the stream once it is established. */
+  SSL_CTX_set_num_tickets (ctx, 0);
   SSL_CTX_set_mode (ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                     SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  /* With read-ahead, one read takes in many records. */
+  SSL_CTX_set_default_read_buffer_len (ctx, TLS_READ_BUFFER);
 
   a->ta_certs = cfg->cf_tls_ca != NULL;
   if (a->ta_certs) {

@@ -25,11 +25,11 @@
 #include "internal.h"
 #include "log.h"
 
-/* A new connection of p on fd, authenticated, whose HELLO was hello;
+/* A new connection of p on stream st, authenticated, whose HELLO was hello;
  * one reference, the caller's.  Until the peer thread publishes it
  * (pr_conn) nobody else sees it.  NULL if out of memory (logged). */
 struct conn *
-conn_new (struct peer *p, int fd, const struct repl_hello *hello)
+conn_new (struct peer *p, struct stream *st, const struct repl_hello *hello)
 {
   struct conn *c = calloc (1, sizeof *c);
 
@@ -41,7 +41,7 @@ conn_new (struct peer *p, int fd, const struct repl_hello *hello)
   }
   c->c_magic = CONN_MAGIC;
   c->c_peer = p;
-  c->c_fd = fd;
+  c->c_stream = st;
   c->c_hello = *hello;
   c->c_refs = 1;
   c->c_qtail = &c->c_qhead;
@@ -62,7 +62,7 @@ conn_get (struct conn *c)
   return c;
 }
 
-/* Drop a reference; the last frees the connection (its socket is the
+/* Drop a reference; the last frees the connection (its stream is the
  * peer thread's, closed at teardown). */
 void
 conn_put (struct conn *c)
@@ -123,7 +123,7 @@ vfail_locked (struct conn *c, const char *fmt, va_list ap)
   if (p->pr_conn == c)
     peer_set_conn_locked (p, CONN_DISCONNECTING);
   /* Wakes the receiver out of recv and any sender out of sendmsg. */
-  shutdown (c->c_fd, SHUT_RDWR);
+  stream_shutdown (c->c_stream);
   pthread_cond_broadcast (&p->pr_cond);
   pthread_cond_broadcast (&p->pr_rx_cond);
 }

@@ -73,6 +73,7 @@ struct peer_snapshot {
   enum conn_state state;
   bool disk_known;
   bool has_conn;                /* a connection: its fields are known */
+  const char *tls;              /* its TLS path (stream_kind), or NULL */
   bool pause_here, pause_peer;  /* pause-sync, here and on the peer */
   enum repl_role role;
   enum repl_disk_state disk;
@@ -121,6 +122,8 @@ snapshot_peer (struct peer *p, bool we_are_primary, struct peer_snapshot *s)
   s->disk_known = p->pr_disk_known;
   c = p->pr_conn;
   s->has_conn = c != NULL;
+  s->tls = c != NULL && c->c_stream != NULL && stream_is_tls (c->c_stream)
+           ? stream_kind (c->c_stream) : NULL;
   s->pause_here = p->pr_pause_user;
   s->pause_peer = p->pr_pause_peer;
   s->role = c != NULL ? c->c_role : REPL_ROLE_SECONDARY;
@@ -701,7 +704,7 @@ control_status (struct repl_node *node, bool json)
                   "\"connected_ms\":%" PRIu64 ","
                   "\"replication_ms\":%" PRIu64 ","
                   "\"sync_paused_here\":%s,\"sync_paused_by_peer\":%s,"
-                  "\"last_error\":",
+                  "\"tls\":%s%s%s,\"last_error\":",
                   conn_state_name (s->state),
                   s->state == CONN_CONNECTED ? role_name (s->role) : "Unknown",
                   peer_disk_name (s),
@@ -710,7 +713,9 @@ control_status (struct repl_node *node, bool json)
                   s->in_flight, s->msgs_sent, s->bytes_sent, s->sends,
                   s->connected_for_ms, s->repl_for_ms,
                   s->pause_here ? "true" : "false",
-                  s->pause_peer ? "true" : "false");
+                  s->pause_peer ? "true" : "false",
+                  s->tls ? "\"" : "", s->tls ? s->tls : "null",
+                  s->tls ? "\"" : "");
       buf_json_string (&b, s->last_error);
       json_peer_gen (&b, &ns, s);
       buf_printf (&b, "}");
@@ -760,6 +765,8 @@ control_status (struct repl_node *node, bool json)
       if (s->pause_here || s->pause_peer)
         buf_printf (&b, " sync-paused-by:%s", s->pause_here && s->pause_peer
                     ? "both" : s->pause_here ? "this-node" : "peer");
+      if (s->tls != NULL)
+        buf_printf (&b, " tls:%s", s->tls);
       buf_printf (&b, "\n    out-of-sync:%s in-flight:%" PRIu64, oos,
                   s->in_flight);
       if (s->state == CONN_CONNECTED && s->resyncing) {

@@ -189,9 +189,6 @@ struct out_msg {
 #define MAX_HANDSHAKES 16
 #define MAX_HANDSHAKES_PER_ADDR 4
 #define MAX_HANDSHAKE_THREADS (2 * MAX_HANDSHAKES)
-/* TLS relays at once: one per TLS connection, established or in its
- * handshake (peer-tls.c); far more than 2 per peer + MAX_HANDSHAKES. */
-#define MAX_TLS_RELAYS 64
 struct thread_set {
   pthread_mutex_t ts_lock;      /* guards the fields below */
   pthread_cond_t ts_cond;
@@ -255,7 +252,7 @@ struct conn {
   uint32_t c_magic;
   struct peer *c_peer;
   uint64_t c_id;                /* the peer's count of connections */
-  int c_fd;
+  struct stream *c_stream;      /* the peer thread's (peer-stream.c) */
   int c_sndbuf;                 /* the socket's SO_SNDBUF */
   uint64_t c_connected_ns;
   struct repl_hello c_hello;    /* the peer's HELLO and HELLO_STATE */
@@ -333,7 +330,7 @@ struct conn {
 };
 
 /* conn.c */
-extern struct conn *conn_new (struct peer *p, int fd,
+extern struct conn *conn_new (struct peer *p, struct stream *st,
                               const struct repl_hello *hello);
 extern struct conn *conn_get (struct conn *c);
 extern void conn_put (struct conn *c);
@@ -375,7 +372,7 @@ struct peer {
   struct conn *pr_conn;         /* Connected or Disconnecting: the
                                    connection (a reference), else NULL */
   uint64_t pr_nconns;           /* connections so far */
-  int pr_incoming_fd;           /* handed over by the listener, or -1 */
+  struct stream *pr_incoming;   /* handed over by the listener, or NULL */
   struct repl_hello pr_incoming_hello; /* its HELLO (authenticated) */
   uint64_t pr_accepted;         /* the listener's number of the newest
                                    connection handed over */
@@ -456,29 +453,52 @@ extern int peer_start (struct peer *p);
 extern void peer_request_stop (struct peer *p);
 extern void peer_stop (struct peer *p);
 extern void peer_free (struct peer *p);
-extern void peer_hand_over (struct peer *p, int fd, const char *from,
+extern void peer_hand_over (struct peer *p, struct stream *st,
+                            const char *from,
                             const struct repl_hello *hello,
                             uint64_t accepted);
 extern const char *conn_state_name (enum conn_state state);
 extern int peer_check_ident (struct peer *p, const struct repl_hello *h,
                              char *err, size_t errlen);
-extern int peer_send_hello (struct peer *p, int fd);
+extern int peer_send_hello (struct peer *p, struct stream *st);
 extern void peer_refuse (struct peer *p, const char *addr, bool incoming,
                          const char *why);
 
 /* peer-auth.c */
-extern int peer_authenticate (struct peer *p, int fd, const char *addr,
+extern int peer_authenticate (struct peer *p, struct stream *st,
+                              const char *addr,
                               bool incoming, const struct repl_hello *h,
                               uint64_t deadline);
+
+/* peer-stream.c: a connection's bytes, plain or TLS (see there for who
+ * may call what when). */
+struct stream;
+extern struct stream *stream_new (int fd, SSL *ssl);
+extern void stream_free (struct stream *st);
+extern int stream_fd (const struct stream *st);
+extern bool stream_is_tls (const struct stream *st);
+extern const char *stream_kind (const struct stream *st);
+extern void stream_shutdown (struct stream *st);
+extern int stream_set_send_timeout (struct stream *st, unsigned ms);
+extern const char *stream_error (struct stream *st, int errnum);
+extern int stream_read_full (struct stream *st, void *buf, size_t len,
+                             int timeout_ms, int stop_fd);
+extern int stream_write_full (struct stream *st, const void *buf, size_t len,
+                              int timeout_ms);
+extern int stream_sendv (struct stream *st, struct iovec *iov, int niov);
+extern ssize_t stream_recv (struct stream *st, void *buf, size_t len);
+extern ssize_t stream_try_send (struct stream *st, const void *buf,
+                                size_t len);
+extern bool stream_can_splice (const struct stream *st);
 
 /* peer-tls.c */
 extern int peer_tls_init (struct repl_node *node);
 extern void peer_tls_fini (struct repl_node *node);
-extern int peer_tls_connect (struct peer *p, int fd, char *err,
-                             size_t errlen);
-extern int peer_tls_accept (struct repl_node *node, int fd, const char *from,
-                            uint64_t deadline, X509 **cert, char *err,
-                            size_t errlen);
+extern struct stream *peer_tls_connect (struct peer *p, int fd, char *err,
+                                        size_t errlen);
+extern struct stream *peer_tls_accept (struct repl_node *node, int fd,
+                                       uint64_t deadline, X509 **cert,
+                                       char *err, size_t errlen);
 extern int peer_tls_check_name (struct repl_node *node, X509 *cert,
                                 const char *node_name, char *err,
                                 size_t errlen);
@@ -532,7 +552,7 @@ extern void window_fail_all_locked (struct conn *c);
 /* peer-receive.c */
 /* One connection's receive state; used by whoever holds c_rx_busy. */
 struct rx {
-  int rx_fd;                    /* the connection */
+  struct stream *rx_stream;     /* the connection */
   int rx_pipe[2];               /* for splicing payloads to disk, or -1 */
   size_t rx_pipe_size;
   uint8_t *rx_buf;              /* RECV_BUF_SIZE bytes */
@@ -742,6 +762,9 @@ struct handlers {
  *                     under it
  *   ev_lock           the events ring (events.c): innermost, taken
  *                     under any of the above, nothing taken under it
+ *   st_ssl_lock       one stream's TLS session (peer-stream.c): held
+ *                     only around an SSL_* call, taken under pr_lock
+ *                     (the ticker's ping) or none; nothing under it
  *
  * No lock but the range lock is held across a network wait; a function
  * named *_locked asserts the lock it needs (ASSERT_LOCKED, locks.h). */
@@ -759,7 +782,6 @@ struct repl_node {
   int n_stop_fd;                /* eventfd: readable once stopping */
   SSL_CTX *n_tls_client;        /* tls: true (peer-tls.c); else NULL */
   SSL_CTX *n_tls_server;
-  struct thread_set n_tls_relays;  /* TLS relay threads (peer-tls.c) */
   struct thread_set n_handshakes;  /* listener handshakes (listener.c) */
   pthread_mutex_t n_hs_lock;    /* guards n_hs_slots and n_hs_next_id */
   struct hs_slot n_hs_slots[MAX_HANDSHAKES];

@@ -84,13 +84,13 @@ describe (const struct sockaddr_storage *ss, char *buf, size_t len)
 /* Read part of a hello, within what is left of the deadline, giving up
  * at once if the node stops. */
 static int
-read_hello_bytes (struct repl_node *node, int fd, void *buf, size_t len,
-                  uint64_t deadline)
+read_hello_bytes (struct repl_node *node, struct stream *st, void *buf,
+                  size_t len, uint64_t deadline)
 {
   uint64_t now = now_ns ();
   int left_ms = now >= deadline ? 0 : (int) ((deadline - now) / 1000000);
 
-  return sock_read_full_until (fd, buf, len, left_ms, node->n_stop_fd);
+  return stream_read_full (st, buf, len, left_ms, node->n_stop_fd);
 }
 
 /* Log why a connection from this address (claiming to be node `node`,
@@ -277,20 +277,26 @@ handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
   const char *why;
   uint64_t deadline = now_ns () + HANDSHAKE_TIMEOUT_MS * UINT64_C (1000000);
   X509 *cert = NULL;
+  struct stream *st = NULL;
 
   if (sock_tune (fd, node->n_cfg.cf_sndbuf_size,
                  node->n_cfg.cf_rcvbuf_size) == -1) {
     refuse_log (from, "%m");
-    goto refuse;
+    close (fd);
+    return;
   }
   if (node->n_cfg.cf_tls &&
-      (fd = peer_tls_accept (node, fd, from, deadline, &cert, err,
-                             sizeof err)) == -1) {
+      (st = peer_tls_accept (node, fd, deadline, &cert, err,
+                             sizeof err)) == NULL) {
     if (errno != ECANCELED)
       refuse_log (from, "%s", err);
     return;
   }
-  if (read_hello_bytes (node, fd, hbuf, sizeof hbuf, deadline) == -1) {
+  if (!node->n_cfg.cf_tls && (st = stream_new (fd, NULL)) == NULL) {
+    refuse_log (from, "%m");
+    return;
+  }
+  if (read_hello_bytes (node, st, hbuf, sizeof hbuf, deadline) == -1) {
     log_hello_error (from);
     goto refuse;
   }
@@ -307,7 +313,7 @@ handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
                wire_type_name (h.type));
     goto refuse;
   }
-  if (read_hello_bytes (node, fd, pbuf, h.length, deadline) == -1) {
+  if (read_hello_bytes (node, st, pbuf, h.length, deadline) == -1) {
     log_hello_error (from);
     goto refuse;
   }
@@ -334,7 +340,7 @@ handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
     peer_refuse (p, from, true, err);
     /* Our hello (who we are, nothing more) lets the other side log
      * the reason too. */
-    peer_send_hello (p, fd);
+    peer_send_hello (p, st);
     goto refuse;
   }
   if (p->pr_dials) {
@@ -343,19 +349,19 @@ handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
                 "configuration?", p->pr_cfg->nc_name, hello.node_id);
     goto refuse;
   }
-  if (peer_send_hello (p, fd) == -1) {
+  if (peer_send_hello (p, st) == -1) {
     refuse_log (from, "sending hello: %m");
     goto refuse;
   }
-  if (peer_authenticate (p, fd, from, true, &hello, deadline) == -1)
+  if (peer_authenticate (p, st, from, true, &hello, deadline) == -1)
     goto refuse;
   X509_free (cert);
-  peer_hand_over (p, fd, from, &hello, accepted);
+  peer_hand_over (p, st, from, &hello, accepted);
   return;
 
  refuse:
   X509_free (cert);
-  close (fd);
+  stream_free (st);
 }
 
 /* The address of a socket address, without its port; IPv4-mapped IPv6

@@ -162,7 +162,6 @@ engine_create (const char *config_path, const char *node_name, bool primary,
   ilock_init (&node->n_ilock);
   thread_set_init (&node->n_handshakes, MAX_HANDSHAKE_THREADS);
   mutex_init (&node->n_hs_lock);
-  thread_set_init (&node->n_tls_relays, MAX_TLS_RELAYS);
   events_init (&node->n_events);
   handlers_init (&node->n_handlers);
   mutex_init (&node->n_adjust_lock);
@@ -406,7 +405,6 @@ engine_destroy (struct repl_node *node)
   config_free (&node->n_cfg);
   ilock_destroy (&node->n_ilock);
   thread_set_destroy (&node->n_handshakes);
-  thread_set_destroy (&node->n_tls_relays);
   events_destroy (&node->n_events);
   handlers_destroy (&node->n_handlers);
   adjust_free (node);

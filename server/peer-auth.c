@@ -70,7 +70,7 @@ ms_left (uint64_t deadline)
 }
 
 static int
-send_msg (int fd, enum repl_msg_type type, const uint8_t *payload,
+send_msg (struct stream *st, enum repl_msg_type type, const uint8_t *payload,
           unsigned timeout_ms)
 {
   uint8_t buf[REPL_HDR_SIZE + REPL_AUTH_SIZE];
@@ -79,21 +79,21 @@ send_msg (int fd, enum repl_msg_type type, const uint8_t *payload,
   wire_hdr_init (&h, type, 0, REPL_AUTH_SIZE, 0, 0, 0);
   wire_encode_hdr (&h, buf);
   memcpy (buf + REPL_HDR_SIZE, payload, REPL_AUTH_SIZE);
-  return sock_write_full (fd, buf, sizeof buf, timeout_ms);
+  return stream_write_full (st, buf, sizeof buf, timeout_ms);
 }
 
 /* Read one message of the given type by the deadline, giving up at
  * once (errno ECANCELED) if the node stops; -1 with why in err. */
 static int
-read_msg (struct repl_node *node, int fd, enum repl_msg_type type,
+read_msg (struct repl_node *node, struct stream *st, enum repl_msg_type type,
           uint8_t *payload, uint64_t deadline, char *err, size_t errlen)
 {
   uint8_t hbuf[REPL_HDR_SIZE];
   struct repl_hdr h;
   char why[256];
 
-  if (sock_read_full_until (fd, hbuf, sizeof hbuf, ms_left (deadline),
-                            node->n_stop_fd) == -1)
+  if (stream_read_full (st, hbuf, sizeof hbuf, ms_left (deadline),
+                        node->n_stop_fd) == -1)
     goto read_error;
   if (wire_decode_hdr (hbuf, &h, why, sizeof why) == -1) {
     snprintf (err, errlen, "bad %s: %s", wire_type_name (type), why);
@@ -105,8 +105,8 @@ read_msg (struct repl_node *node, int fd, enum repl_msg_type type,
     errno = EPROTO;
     return -1;
   }
-  if (sock_read_full_until (fd, payload, REPL_AUTH_SIZE, ms_left (deadline),
-                            node->n_stop_fd) == -1)
+  if (stream_read_full (st, payload, REPL_AUTH_SIZE, ms_left (deadline),
+                        node->n_stop_fd) == -1)
     goto read_error;
   return 0;
 
@@ -129,13 +129,14 @@ refuse (struct peer *p, const char *addr, bool incoming, bool stopping,
   return -1;
 }
 
-/* Authenticate the connection fd to p, whose HELLO was h, by the
+/* Authenticate the connection st to p, whose HELLO was h, by the
  * deadline (ns, now_ns); addr is its address (incoming: it dialled
  * us), for log lines.  Returns 0, or -1 with the reason logged by
  * peer_refuse (which never disturbs an established connection). */
 int
-peer_authenticate (struct peer *p, int fd, const char *addr, bool incoming,
-                   const struct repl_hello *h, uint64_t deadline)
+peer_authenticate (struct peer *p, struct stream *st, const char *addr,
+                   bool incoming, const struct repl_hello *h,
+                   uint64_t deadline)
 {
   struct repl_node *node = p->pr_node;
   const struct repl_config *cf = &node->n_cfg;
@@ -161,11 +162,11 @@ peer_authenticate (struct peer *p, int fd, const char *addr, bool incoming,
     snprintf (err, sizeof err, "getrandom: %m");
     return refuse (p, addr, incoming, false, err);
   }
-  if (send_msg (fd, REPL_MSG_AUTH_CHALLENGE, ours, timeout) == -1) {
+  if (send_msg (st, REPL_MSG_AUTH_CHALLENGE, ours, timeout) == -1) {
     snprintf (err, sizeof err, "sending AUTH_CHALLENGE: %m");
     return refuse (p, addr, incoming, false, err);
   }
-  if (read_msg (node, fd, REPL_MSG_AUTH_CHALLENGE, theirs, deadline, err,
+  if (read_msg (node, st, REPL_MSG_AUTH_CHALLENGE, theirs, deadline, err,
                 sizeof err) == -1)
     return refuse (p, addr, incoming, errno == ECANCELED, err);
   if (CRYPTO_memcmp (ours, theirs, sizeof ours) == 0)
@@ -176,12 +177,12 @@ peer_authenticate (struct peer *p, int fd, const char *addr, bool incoming,
     refuse (p, addr, incoming, false, "HMAC failed");
     goto out;
   }
-  if (send_msg (fd, REPL_MSG_AUTH_RESPONSE, answer, timeout) == -1) {
+  if (send_msg (st, REPL_MSG_AUTH_RESPONSE, answer, timeout) == -1) {
     snprintf (err, sizeof err, "sending AUTH_RESPONSE: %m");
     refuse (p, addr, incoming, false, err);
     goto out;
   }
-  if (read_msg (node, fd, REPL_MSG_AUTH_RESPONSE, theirs, deadline, err,
+  if (read_msg (node, st, REPL_MSG_AUTH_RESPONSE, theirs, deadline, err,
                 sizeof err) == -1) {
     refuse (p, addr, incoming, errno == ECANCELED, err);
     goto out;

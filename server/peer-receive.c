@@ -406,7 +406,7 @@ handle_batch (struct conn *c, struct rx *rx,
 }
 
 static struct rx *
-rx_new (struct conn *c, int fd)
+rx_new (struct conn *c, struct stream *st)
 {
   struct peer *p = c->c_peer;
   struct rx *rx = calloc (1, sizeof *rx);
@@ -416,11 +416,12 @@ rx_new (struct conn *c, int fd)
     conn_fail (c, "malloc: %m");
     return NULL;
   }
-  rx->rx_fd = fd;
+  rx->rx_stream = st;
   /* Without a pipe, large payloads are received into rx_buf like the
-   * rest.  (With TLS the socket is the relay's unix socket pair, which
-   * splices as well.) */
-  if (pipe2 (rx->rx_pipe, O_CLOEXEC) == 0) {
+   * rest: always with TLS (the socket holds cipher text). */
+  if (!stream_can_splice (st))
+    rx->rx_pipe[0] = rx->rx_pipe[1] = -1;
+  else if (pipe2 (rx->rx_pipe, O_CLOEXEC) == 0) {
     int size = fcntl (rx->rx_pipe[1], F_SETPIPE_SZ, PIPE_SIZE);
     if (size == -1)
       size = fcntl (rx->rx_pipe[1], F_GETPIPE_SZ);
@@ -470,9 +471,7 @@ rx_step (struct conn *c, struct rx *rx)
   if (rx->rx_pipe[0] >= 0 && want > LARGE_MESSAGE)
     want = LARGE_MESSAGE;
 
-  do
-    r = recv (rx->rx_fd, buf + rx->rx_fill, want, 0);
-  while (r == -1 && errno == EINTR);
+  r = stream_recv (rx->rx_stream, buf + rx->rx_fill, want);
   if (r <= 0) {
     if (r == 0 && rx->rx_fill > 0)
       conn_fail (c, "connection closed by peer in the middle of a "
@@ -482,7 +481,7 @@ rx_step (struct conn *c, struct rx *rx)
       conn_fail (c, "connection closed by peer%s",
                  c->c_peer_goodbye ? " (it is shutting down)" : "");
     else
-      conn_fail (c, "recv: %m");
+      conn_fail (c, "recv: %s", stream_error (rx->rx_stream, errno));
     return -1;
   }
   c->c_last_recv_ns = now_ns ();
@@ -523,7 +522,7 @@ void
 conn_receive_loop (struct conn *c)
 {
   struct peer *p = c->c_peer;
-  struct rx *rx = rx_new (c, c->c_fd);
+  struct rx *rx = rx_new (c, c->c_stream);
 
   if (rx == NULL)
     return;

@@ -51,32 +51,6 @@ out_msg_init (struct out_msg *om, enum repl_msg_type type, uint16_t flags,
   om->om_done = false;
 }
 
-/* Write all iovecs, coping with short writes. */
-static int
-send_all (int fd, struct iovec *iov, int niov)
-{
-  while (niov > 0) {
-    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = niov };
-    ssize_t r = sendmsg (fd, &msg, MSG_NOSIGNAL);
-
-    if (r == -1) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    while (niov > 0 && (size_t) r >= iov->iov_len) {
-      r -= iov->iov_len;
-      iov++;
-      niov--;
-    }
-    if (niov > 0) {
-      iov->iov_base = (char *) iov->iov_base + r;
-      iov->iov_len -= r;
-    }
-  }
-  return 0;
-}
-
 /* Mark a message finished with: nobody references its memory any more.
  * Completing the waiter may let its owner return and reuse the memory,
  * so nothing here touches om after that. */
@@ -118,7 +92,7 @@ send_batches (struct conn *c, unsigned max_batches)
   struct peer *p = c->c_peer;
   struct out_msg *batch[SEND_BATCH];
   struct iovec iov[SEND_BATCH * 3];
-  int fd = c->c_fd;
+  struct stream *st = c->c_stream;
   unsigned batches = 0;
 
   if (c->c_sending || c->c_qhead == NULL)
@@ -153,7 +127,7 @@ send_batches (struct conn *c, unsigned max_batches)
         put_be32 (batch[i]->om_digest,
                   crc32c (0, batch[i]->om_iov[1].iov_base,
                           batch[i]->om_iov[1].iov_len));
-    r = send_all (fd, iov, niov);
+    r = stream_sendv (st, iov, niov);
     pthread_mutex_lock (&p->pr_lock);
 
     for (i = 0; i < n; i++)
@@ -164,10 +138,8 @@ send_batches (struct conn *c, unsigned max_batches)
       if (e == EAGAIN || e == EWOULDBLOCK)
         conn_fail (c, "send made no progress for %.1f s (timeout)",
                    p->pr_node->n_cfg.cf_timeout_ms / 1000.0);
-      else {
-        errno = e;
-        conn_fail (c, "send: %m");
-      }
+      else
+        conn_fail (c, "send: %s", stream_error (st, e));
       pthread_mutex_lock (&p->pr_lock);
       break;
     }
@@ -210,7 +182,7 @@ room_for_next_batch (const struct conn *c)
   for (m = c->c_qhead; m != NULL && n < SEND_BATCH; m = m->om_next, n++)
     for (i = 0; i < m->om_niov; i++)
       bytes += m->om_iov[i].iov_len;
-  return ioctl (c->c_fd, SIOCOUTQ, &outq) == 0 && outq >= 0 &&
+  return ioctl (stream_fd (c->c_stream), SIOCOUTQ, &outq) == 0 && outq >= 0 &&
          (size_t) outq + bytes <= room;
 }
 

@@ -6,18 +6,10 @@
  * before the HELLO; a failure refuses the connection, never falls back
  * to plain text.
  *
- * The rest of the peer code keeps working on a plain socket: after the
- * handshake a relay thread owns the TLS session and the TCP socket and
- * moves bytes between them and one end of a unix socket pair; the peer
- * code gets the other end.  The receiver, the senders and the pinging
- * ticker use that socket at the same time, as they use a TCP socket,
- * which an OpenSSL session would not allow (and this kernel has no TLS
- * offload to hand the session to).  The relay ends when either side
- * does: end of file or an error on the TCP side shuts the pair (the
- * peer code sees the connection close); the peer code closing or
- * shutting its end sends TLS close_notify and closes the TCP socket.
- * Whatever one side has already sent is passed on first, within the
- * resource's timeout.
+ * After the handshake the session and its TCP socket become a stream
+ * (peer-stream.c): the peer code's readers and senders drive OpenSSL on
+ * the socket themselves, or the kernel does (kernel TLS), with no thread
+ * or copy in between.
  */
 #include <config.h>
 
@@ -36,22 +28,6 @@
 #include "internal.h"
 #include "log.h"
 #include "tls.h"
-
-#define RELAY_BUF (256 * 1024)  /* bytes buffered in each direction */
-#define PAIR_BUF (4 * 1024 * 1024)      /* socket pair buffers */
-
-struct relay {
-  struct repl_node *rl_node;
-  SSL *rl_ssl;
-  int rl_net;                   /* TCP, non-blocking */
-  int rl_app;                   /* our end of the pair, non-blocking */
-  char rl_name[80];             /* for log lines */
-  unsigned rl_drain_ms;         /* the resource's timeout */
-  uint8_t *rl_out;              /* app -> net (plain text) */
-  size_t rl_out_len, rl_out_off;
-  uint8_t *rl_in;               /* net -> app (plain text) */
-  size_t rl_in_len, rl_in_off;
-};
 
 int
 peer_tls_init (struct repl_node *node)
@@ -73,12 +49,10 @@ peer_tls_init (struct repl_node *node)
   return 0;
 }
 
-/* After every peer has stopped (their sockets are closed, so every
- * relay is ending): wait for the relays, then free the contexts. */
+/* After every peer has stopped and closed its streams. */
 void
 peer_tls_fini (struct repl_node *node)
 {
-  thread_set_wait (&node->n_tls_relays);
   SSL_CTX_free (node->n_tls_client);
   SSL_CTX_free (node->n_tls_server);
   node->n_tls_client = node->n_tls_server = NULL;
@@ -179,255 +153,19 @@ handshake (struct repl_node *node, SSL *ssl, bool server, uint64_t deadline,
   }
 }
 
-/* Encrypt and send what rl_out holds.  Returns the bytes moved; sets
- * *failed on a fatal error; *want_net gets POLLIN/POLLOUT when OpenSSL
- * waits for the socket. */
-static ssize_t
-relay_ssl_write (struct relay *rl, short *want_net, bool *failed)
-{
-  size_t moved = 0;
-
-  while (rl->rl_out_off < rl->rl_out_len) {
-    int r = SSL_write (rl->rl_ssl, rl->rl_out + rl->rl_out_off,
-                       rl->rl_out_len - rl->rl_out_off);
-    if (r > 0) {
-      rl->rl_out_off += r;
-      moved += r;
-      continue;
-    }
-    switch (SSL_get_error (rl->rl_ssl, r)) {
-    case SSL_ERROR_WANT_WRITE: *want_net |= POLLOUT; return moved;
-    case SSL_ERROR_WANT_READ: *want_net |= POLLIN; return moved;
-    default: *failed = true; return moved;
-    }
-  }
-  rl->rl_out_len = rl->rl_out_off = 0;
-  return moved;
-}
-
-/* Decrypt what has arrived into the free end of rl_in. */
-static ssize_t
-relay_ssl_read (struct relay *rl, short *want_net, bool *net_eof,
-                bool *failed)
-{
-  size_t moved = 0;
-
-  while (rl->rl_in_len < RELAY_BUF) {
-    int r = SSL_read (rl->rl_ssl, rl->rl_in + rl->rl_in_len,
-                      RELAY_BUF - rl->rl_in_len);
-    if (r > 0) {
-      rl->rl_in_len += r;
-      moved += r;
-      continue;
-    }
-    switch (SSL_get_error (rl->rl_ssl, r)) {
-    case SSL_ERROR_WANT_READ: *want_net |= POLLIN; return moved;
-    case SSL_ERROR_WANT_WRITE: *want_net |= POLLOUT; return moved;
-    case SSL_ERROR_ZERO_RETURN: *net_eof = true; return moved;
-    case SSL_ERROR_SYSCALL:
-      if (ERR_peek_error () == 0) {     /* closed without close_notify */
-        *net_eof = true;
-        return moved;
-      }
-      /* fall through */
-    default: *failed = true; return moved;
-    }
-  }
-  return moved;
-}
-
-static void
-relay_log_failure (struct relay *rl)
-{
-  char why[256];
-
-  if (ERR_peek_error () != 0)
-    log_error ("%s: TLS: %s", rl->rl_name,
-               tls_error_string (why, sizeof why, "error"));
-  else if (errno != 0 && errno != ECONNRESET && errno != EPIPE)
-    log_error ("%s: TLS: %m", rl->rl_name);
-}
-
-static void *
-relay_thread (void *arg)
-{
-  struct relay *rl = arg;
-  struct repl_node *node = rl->rl_node;
-  bool app_eof = false, net_eof = false, failed = false;
-  bool app_hup = false;         /* the peer code shut its end: whatever
-                                   it wrote before is still passed on */
-  bool app_gone = false;        /* nothing can be delivered to it */
-  uint64_t drain_deadline = 0;
-
-  for (;;) {
-    short want_net = 0, want_app = 0;
-    size_t moved = 0;
-    ssize_t r;
-
-    /* app -> net */
-    if (!app_eof && !failed && rl->rl_out_len == 0) {
-      r = read (rl->rl_app, rl->rl_out, RELAY_BUF);
-      if (r > 0) {
-        rl->rl_out_len = r;
-        rl->rl_out_off = 0;
-      }
-      else if (r == 0 || (errno != EAGAIN && errno != EINTR))
-        app_eof = true;
-      else
-        want_app |= POLLIN;
-    }
-    if (!failed && rl->rl_out_len > 0) {
-      ERR_clear_error ();
-      errno = 0;
-      moved += relay_ssl_write (rl, &want_net, &failed);
-      if (failed)
-        relay_log_failure (rl);
-    }
-    /* net -> app */
-    if (rl->rl_in_off == rl->rl_in_len)
-      rl->rl_in_off = rl->rl_in_len = 0;
-    if (!net_eof && !failed && !app_gone && rl->rl_in_len < RELAY_BUF) {
-      ERR_clear_error ();
-      errno = 0;
-      moved += relay_ssl_read (rl, &want_net, &net_eof, &failed);
-      if (failed)
-        relay_log_failure (rl);
-    }
-    if (rl->rl_in_off < rl->rl_in_len) {
-      r = write (rl->rl_app, rl->rl_in + rl->rl_in_off,
-                 rl->rl_in_len - rl->rl_in_off);
-      if (r > 0) {
-        rl->rl_in_off += r;
-        moved += r;
-      }
-      else if (errno == EAGAIN || errno == EINTR)
-        want_app |= POLLOUT;
-      else {                    /* the peer code is gone */
-        rl->rl_in_off = rl->rl_in_len = 0;
-        app_gone = true;
-      }
-    }
-
-    /* The end: pass on what one side sent before it ended, within the
-     * timeout, then close.  The deadline also frees a relay stuck on a
-     * peer that stopped reading once the peer code has given up. */
-    if (failed || net_eof || app_eof || app_hup || app_gone) {
-      bool out_done = failed || net_eof || (rl->rl_out_len == 0 && app_eof);
-      bool in_done = rl->rl_in_off == rl->rl_in_len || app_gone;
-
-      if (drain_deadline == 0)
-        drain_deadline = now_ns () + rl->rl_drain_ms * UINT64_C (1000000);
-      if ((out_done && in_done) || ms_left (drain_deadline) == 0)
-        break;
-      if (net_eof || failed)
-        want_net = 0;
-    }
-    if (moved > 0)
-      continue;
-
-    {
-      /* Until it happens, also watch for the peer code shutting its
-       * end, even while nothing is to be read from it. */
-      short app_events = want_app | (app_hup || app_eof ? 0 : POLLRDHUP);
-      struct pollfd pfd[2] = {
-        { .fd = want_net ? rl->rl_net : -1, .events = want_net },
-        { .fd = app_events ? rl->rl_app : -1, .events = app_events },
-      };
-      int timeout = drain_deadline ? ms_left (drain_deadline) : -1;
-
-      if (want_net == 0 && app_events == 0 && timeout == -1)
-        break;                  /* nothing can move any more */
-      if (poll (pfd, 2, timeout) == -1 && errno != EINTR) {
-        log_error ("%s: TLS relay: poll: %m", rl->rl_name);
-        break;
-      }
-      if (pfd[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
-        app_hup = true;
-    }
-  }
-
-  if (!failed && !net_eof)
-    SSL_shutdown (rl->rl_ssl);  /* close_notify, best effort */
-  SSL_free (rl->rl_ssl);
-  close (rl->rl_net);
-  shutdown (rl->rl_app, SHUT_RDWR);
-  close (rl->rl_app);
-  free (rl->rl_out);
-  free (rl->rl_in);
-  free (rl);
-  ERR_clear_error ();
-  thread_set_finish (&node->n_tls_relays);
-  return NULL;
-}
-
-/* Hand ssl (done with its handshake on fd) to a new relay thread;
- * returns the peer code's end of the pair, or -1. */
-static int
-start_relay (struct repl_node *node, SSL *ssl, int fd, const char *name,
-             char *err, size_t errlen)
-{
-  struct relay *rl = calloc (1, sizeof *rl);
-  int sv[2] = { -1, -1 }, size = PAIR_BUF;
-
-  if (rl == NULL || (rl->rl_out = malloc (RELAY_BUF)) == NULL ||
-      (rl->rl_in = malloc (RELAY_BUF)) == NULL ||
-      socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == -1) {
-    snprintf (err, errlen, "TLS relay: %m");
-    goto fail;
-  }
-  for (int i = 0; i < 2; i++) {
-    setsockopt (sv[i], SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-    setsockopt (sv[i], SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-  }
-  if (set_nonblock (sv[1]) == -1) {
-    snprintf (err, errlen, "TLS relay: fcntl: %m");
-    goto fail;
-  }
-  rl->rl_node = node;
-  rl->rl_ssl = ssl;
-  rl->rl_net = fd;
-  rl->rl_app = sv[1];
-  rl->rl_drain_ms = node->n_cfg.cf_timeout_ms;
-  snprintf (rl->rl_name, sizeof rl->rl_name, "%s", name);
-  SSL_set_read_ahead (ssl, 1);
-
-  if (thread_set_start (&node->n_tls_relays, relay_thread, rl) == -1) {
-    if (errno == EAGAIN)
-      snprintf (err, errlen, "TLS relay: %d TLS connections already; "
-                "refused", MAX_TLS_RELAYS);
-    else
-      snprintf (err, errlen, "TLS relay: pthread_create: %m");
-    goto fail;
-  }
-  return sv[0];
-
- fail:
-  if (sv[0] >= 0) {
-    close (sv[0]);
-    close (sv[1]);
-  }
-  if (rl) {
-    free (rl->rl_out);
-    free (rl->rl_in);
-    free (rl);
-  }
-  return -1;
-}
-
 /* Common to both sides: fd is a connected TCP socket, which this takes
  * over (closed on failure).  expect: the node name the server's
  * certificate must carry (client side, certificates), or NULL.  On the
  * server side *cert gets the client's certificate (or NULL with a
  * PSK), which the caller frees after checking it against the node the
  * HELLO names. */
-static int
+static struct stream *
 start (struct repl_node *node, int fd, bool server, const char *expect,
-       const char *name, uint64_t deadline, X509 **cert, char *err,
-       size_t errlen)
+       uint64_t deadline, X509 **cert, char *err, size_t errlen)
 {
   SSL_CTX *ctx = server ? node->n_tls_server : node->n_tls_client;
   SSL *ssl = NULL;
-  int app;
+  struct stream *st;
 
   ERR_clear_error ();
   if (set_nonblock (fd) == -1) {
@@ -449,17 +187,14 @@ start (struct repl_node *node, int fd, bool server, const char *expect,
                        ? 0 : X509_CHECK_FLAG_NO_WILDCARDS);
   if (handshake (node, ssl, server, deadline, err, errlen) == -1)
     goto fail;
+  st = stream_new (fd, ssl);   /* takes fd and ssl, also on failure */
+  if (st == NULL) {
+    snprintf (err, errlen, "TLS: %m");
+    return NULL;
+  }
   if (cert)
     *cert = SSL_get1_peer_certificate (ssl);
-  app = start_relay (node, ssl, fd, name, err, errlen);
-  if (app == -1) {
-    if (cert) {
-      X509_free (*cert);
-      *cert = NULL;
-    }
-    goto fail;
-  }
-  return app;
+  return st;
 
  fail:
   {
@@ -468,30 +203,25 @@ start (struct repl_node *node, int fd, bool server, const char *expect,
     close (fd);
     errno = e;
   }
-  return -1;
+  return NULL;
 }
 
-int
+struct stream *
 peer_tls_connect (struct peer *p, int fd, char *err, size_t errlen)
 {
   struct repl_node *node = p->pr_node;
-  char name[80];
 
-  snprintf (name, sizeof name, "peer %s", p->pr_cfg->nc_name);
-  return start (node, fd, false, p->pr_cfg->nc_name, name,
+  return start (node, fd, false, p->pr_cfg->nc_name,
                 now_ns () + node->n_cfg.cf_ping_timeout_ms * UINT64_C (1000000),
                 NULL, err, errlen);
 }
 
-int
-peer_tls_accept (struct repl_node *node, int fd, const char *from,
-                 uint64_t deadline, X509 **cert, char *err, size_t errlen)
+struct stream *
+peer_tls_accept (struct repl_node *node, int fd, uint64_t deadline,
+                 X509 **cert, char *err, size_t errlen)
 {
-  char name[80];
-
   *cert = NULL;
-  snprintf (name, sizeof name, "connection from %s", from);
-  return start (node, fd, true, NULL, name, deadline, cert, err, errlen);
+  return start (node, fd, true, NULL, deadline, cert, err, errlen);
 }
 
 /* Certificates: does the client's certificate name the node its HELLO

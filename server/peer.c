@@ -76,7 +76,7 @@ peer_create (struct repl_node *node, const struct repl_node_cfg *cfg)
   cond_init (&p->pr_resync_cond);
   cond_init (&p->pr_flush_cond);
   p->pr_state = CONN_CONNECTING;
-  p->pr_incoming_fd = -1;
+  p->pr_incoming = NULL;
   return p;
 }
 
@@ -87,8 +87,7 @@ peer_free (struct peer *p)
     return;
   assert (p->pr_magic == PEER_MAGIC);
   assert (p->pr_conn == NULL);
-  if (p->pr_incoming_fd >= 0)
-    close (p->pr_incoming_fd);
+  stream_free (p->pr_incoming);
   bitmap_free (&p->pr_bitmap);
   free (p->pr_verify_digests);
   free (p->pr_read_buf);
@@ -138,7 +137,7 @@ peer_refuse (struct peer *p, const char *addr, bool incoming, const char *why)
  * read its hello and authenticated it (listener.c): only now may it
  * replace the connection we have. */
 void
-peer_hand_over (struct peer *p, int fd, const char *from,
+peer_hand_over (struct peer *p, struct stream *st, const char *from,
                 const struct repl_hello *hello, uint64_t accepted)
 {
   pthread_mutex_lock (&p->pr_lock);
@@ -146,7 +145,7 @@ peer_hand_over (struct peer *p, int fd, const char *from,
     pthread_mutex_unlock (&p->pr_lock);
     peer_refuse (p, from, true, "this node is StandAlone towards it "
                  "(replctl disconnect; replctl connect ends it)");
-    close (fd);
+    stream_free (st);
     return;
   }
   /* Handshakes run in parallel (listener.c): one that stalled may end
@@ -158,13 +157,12 @@ peer_hand_over (struct peer *p, int fd, const char *from,
     peer_refuse (p, from, true, "this connection finished its handshake "
                  "after a newer one from the same node; dropped (the "
                  "newer one stays)");
-    close (fd);
+    stream_free (st);
     return;
   }
   p->pr_accepted = accepted;
-  if (p->pr_incoming_fd >= 0)
-    close (p->pr_incoming_fd);
-  p->pr_incoming_fd = fd;
+  stream_free (p->pr_incoming);
+  p->pr_incoming = st;
   p->pr_incoming_hello = *hello;
   /* A peer only dials again after losing the old connection, perhaps by
    * restarting, before we noticed: the new connection wins. */
@@ -181,7 +179,7 @@ sleep_locked (struct peer *p, unsigned ms)
   struct timespec ts = deadline_after_ns (ms * UINT64_C (1000000));
 
   ASSERT_LOCKED (&p->pr_lock);
-  while (!p->pr_stopping && p->pr_incoming_fd == -1)
+  while (!p->pr_stopping && p->pr_incoming == NULL)
     if (pthread_cond_timedwait (&p->pr_cond, &p->pr_lock, &ts) == ETIMEDOUT)
       break;
   return !p->pr_stopping;
@@ -233,10 +231,10 @@ set_error (struct peer *p, const char *fmt, ...)
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-/* Send our HELLO on fd: who we are, and whether we authenticate;
+/* Send our HELLO on st: who we are, and whether we authenticate;
  * nothing about our data, since the peer is not proven yet. */
 int
-peer_send_hello (struct peer *p, int fd)
+peer_send_hello (struct peer *p, struct stream *st)
 {
   struct repl_node *node = p->pr_node;
   uint8_t buf[REPL_HDR_SIZE + REPL_HELLO_SIZE];
@@ -253,8 +251,8 @@ peer_send_hello (struct peer *p, int fd)
   wire_hdr_init (&h, REPL_MSG_HELLO, 0, REPL_HELLO_SIZE, 0, 0, 0);
   wire_encode_hdr (&h, buf);
   wire_encode_hello (&hello, buf + REPL_HDR_SIZE);
-  return sock_write_full (fd, buf, sizeof buf,
-                          node->n_cfg.cf_ping_timeout_ms);
+  return stream_write_full (st, buf, sizeof buf,
+                            node->n_cfg.cf_ping_timeout_ms);
 }
 
 /* Send our HELLO_STATE on c, once the peer is authenticated (peer
@@ -295,15 +293,16 @@ send_hello_state (struct conn *c)
   wire_hdr_init (&h, REPL_MSG_HELLO_STATE, 0, REPL_HELLO_STATE_SIZE, 0, 0, 0);
   wire_encode_hdr (&h, buf);
   wire_encode_hello_state (&hello, buf + REPL_HDR_SIZE);
-  return sock_write_full (c->c_fd, buf, sizeof buf,
-                          node->n_cfg.cf_ping_timeout_ms);
+  return stream_write_full (c->c_stream, buf, sizeof buf,
+                            node->n_cfg.cf_ping_timeout_ms);
 }
 
 /* Read the header of a handshake message of the given type, and check
  * it.  Returns 0, or -1 with the reason recorded (set_error), in which
  * the message is `name`. */
 static int
-read_handshake_hdr (struct peer *p, int fd, enum repl_msg_type type,
+read_handshake_hdr (struct peer *p, struct stream *st,
+                    enum repl_msg_type type,
                     const char *name, struct repl_hdr *h)
 {
   uint8_t hbuf[REPL_HDR_SIZE];
@@ -311,7 +310,7 @@ read_handshake_hdr (struct peer *p, int fd, enum repl_msg_type type,
   const char *why;
   char err[256];
 
-  if (sock_read_full (fd, hbuf, sizeof hbuf, timeout) == -1) {
+  if (stream_read_full (st, hbuf, sizeof hbuf, timeout, -1) == -1) {
     set_error (p, "reading %s: %m", name);
     return -1;
   }
@@ -333,16 +332,16 @@ read_handshake_hdr (struct peer *p, int fd, enum repl_msg_type type,
 
 /* Read and decode the peer's HELLO (dialling side). */
 static int
-read_hello (struct peer *p, int fd, struct repl_hello *hello)
+read_hello (struct peer *p, struct stream *st, struct repl_hello *hello)
 {
   uint8_t pbuf[REPL_HELLO_MAX];
   unsigned timeout = p->pr_node->n_cfg.cf_ping_timeout_ms;
   struct repl_hdr h;
   char err[256];
 
-  if (read_handshake_hdr (p, fd, REPL_MSG_HELLO, "hello", &h) == -1)
+  if (read_handshake_hdr (p, st, REPL_MSG_HELLO, "hello", &h) == -1)
     return -1;
-  if (sock_read_full (fd, pbuf, h.length, timeout) == -1) {
+  if (stream_read_full (st, pbuf, h.length, timeout, -1) == -1) {
     set_error (p, "reading hello: %m");
     return -1;
   }
@@ -356,17 +355,18 @@ read_hello (struct peer *p, int fd, struct repl_hello *hello)
 /* Read and decode the peer's HELLO_STATE into the state part of hello
  * (both sides, after the authentication). */
 static int
-read_hello_state (struct peer *p, int fd, struct repl_hello *hello)
+read_hello_state (struct peer *p, struct stream *st,
+                  struct repl_hello *hello)
 {
   uint8_t pbuf[REPL_HELLO_STATE_SIZE];
   unsigned timeout = p->pr_node->n_cfg.cf_ping_timeout_ms;
   struct repl_hdr h;
   char err[256];
 
-  if (read_handshake_hdr (p, fd, REPL_MSG_HELLO_STATE, "HELLO_STATE",
+  if (read_handshake_hdr (p, st, REPL_MSG_HELLO_STATE, "HELLO_STATE",
                           &h) == -1)
     return -1;
-  if (sock_read_full (fd, pbuf, sizeof pbuf, timeout) == -1) {
+  if (stream_read_full (st, pbuf, sizeof pbuf, timeout, -1) == -1) {
     set_error (p, "reading HELLO_STATE: %m");
     return -1;
   }
@@ -463,7 +463,7 @@ exchange_state (struct conn *c)
     set_error (p, "sending HELLO_STATE: %m");
     return -1;
   }
-  if (read_hello_state (p, c->c_fd, &c->c_hello) == -1)
+  if (read_hello_state (p, c->c_stream, &c->c_hello) == -1)
     return -1;
   c->c_role = c->c_hello.role;
   c->c_peer_diskless = c->c_hello.disk_state == REPL_DISK_DISKLESS;
@@ -489,7 +489,7 @@ establish (struct peer *p)
 
   for (;;) {
     struct repl_hello hello;
-    int fd = -1;
+    struct stream *st = NULL;
     char err[512];
 
     pthread_mutex_lock (&p->pr_lock);
@@ -502,7 +502,7 @@ establish (struct peer *p)
       backoff = BACKOFF_MIN_MS;
     }
     if (!p->pr_dials) {
-      while (!p->pr_stopping && !p->pr_admin_down && p->pr_incoming_fd == -1)
+      while (!p->pr_stopping && !p->pr_admin_down && p->pr_incoming == NULL)
         pthread_cond_wait (&p->pr_cond, &p->pr_lock);
     }
     if (p->pr_admin_down && !p->pr_stopping) {
@@ -513,49 +513,52 @@ establish (struct peer *p)
       pthread_mutex_unlock (&p->pr_lock);
       return NULL;
     }
-    if (p->pr_incoming_fd >= 0) {   /* the peer dialled us */
-      fd = p->pr_incoming_fd;
+    if (p->pr_incoming != NULL) {   /* the peer dialled us */
+      st = p->pr_incoming;
       hello = p->pr_incoming_hello;
-      p->pr_incoming_fd = -1;
+      p->pr_incoming = NULL;
     }
     peer_set_conn_locked (p, CONN_HANDSHAKE);
     pthread_mutex_unlock (&p->pr_lock);
 
-    if (fd == -1) {
+    if (st == NULL) {
       /* We dial: the same steps as the listener's, in the same order. */
-      fd = sock_connect_tcp (nc->nc_host, nc->nc_port,
-                             p->pr_node->n_self->nc_host,
-                             p->pr_node->n_cfg.cf_ping_timeout_ms,
-                             p->pr_node->n_cfg.cf_sndbuf_size,
-                             p->pr_node->n_cfg.cf_rcvbuf_size);
+      int fd = sock_connect_tcp (nc->nc_host, nc->nc_port,
+                                 p->pr_node->n_self->nc_host,
+                                 p->pr_node->n_cfg.cf_ping_timeout_ms,
+                                 p->pr_node->n_cfg.cf_sndbuf_size,
+                                 p->pr_node->n_cfg.cf_rcvbuf_size);
       if (fd == -1)
         set_error (p, "connect to %s: %m", nc->nc_address);
       else if (p->pr_node->n_cfg.cf_tls &&
-               (fd = peer_tls_connect (p, fd, err, sizeof err)) == -1)
+               (st = peer_tls_connect (p, fd, err, sizeof err)) == NULL)
         set_error (p, "connect to %s: %s", nc->nc_address, err);
-      else if (peer_send_hello (p, fd) == -1) {
+      else if (!p->pr_node->n_cfg.cf_tls &&
+               (st = stream_new (fd, NULL)) == NULL)
+        set_error (p, "connect to %s: %m", nc->nc_address);
+      else if (peer_send_hello (p, st) == -1) {
         set_error (p, "sending hello: %m");
-        close (fd);
-        fd = -1;
+        stream_free (st);
+        st = NULL;
       }
-      else if (read_hello (p, fd, &hello) == -1 ||
+      else if (read_hello (p, st, &hello) == -1 ||
                check_ident (p, &hello) == -1 ||
-               peer_authenticate (p, fd, nc->nc_address, false, &hello,
+               peer_authenticate (p, st, nc->nc_address, false, &hello,
                                   now_ns () + 2 * UINT64_C (1000000) *
                                   p->pr_node->n_cfg.cf_ping_timeout_ms)
                == -1) {
-        close (fd);
-        fd = -1;
+        stream_free (st);
+        st = NULL;
       }
     }
     /* Authenticated, ours or handed over by the listener. */
-    if (fd >= 0) {
-      struct conn *c = conn_new (p, fd, &hello);
+    if (st != NULL) {
+      struct conn *c = conn_new (p, st, &hello);
 
       if (c != NULL && exchange_state (c) == 0)
         return c;
       conn_put (c);
-      close (fd);
+      stream_free (st);
     }
 
     pthread_mutex_lock (&p->pr_lock);
@@ -579,7 +582,7 @@ connected_locked (struct peer *p, struct conn *c)
 
   ASSERT_LOCKED (&p->pr_lock);
   c->c_id = ++p->pr_nconns;
-  c->c_sndbuf = getsockopt (c->c_fd, SOL_SOCKET, SO_SNDBUF, &sz, &len) == 0
+  c->c_sndbuf = getsockopt (stream_fd (c->c_stream), SOL_SOCKET, SO_SNDBUF, &sz, &len) == 0
                 ? sz : 0;
   c->c_last_recv_ns = c->c_connected_ns = now;
   c->c_last_ping_ns = 0;        /* the ticker pings at once: the peer
@@ -626,18 +629,15 @@ peer_thread (void *arg)
   struct conn *c;
 
   while ((c = establish (p)) != NULL) {
-    struct timeval tv;
-    int fd = c->c_fd;
+    struct stream *st = c->c_stream;
     bool primary, fence;
 
     /* A send that makes no progress for `timeout` fails, so a stalled
      * peer can never block a sender for ever. */
-    tv.tv_sec = node->n_cfg.cf_timeout_ms / 1000;
-    tv.tv_usec = (node->n_cfg.cf_timeout_ms % 1000) * 1000;
-    setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    stream_set_send_timeout (st, node->n_cfg.cf_timeout_ms);
 
     pthread_mutex_lock (&p->pr_lock);
-    if (p->pr_stopping || p->pr_admin_down || p->pr_incoming_fd >= 0) {
+    if (p->pr_stopping || p->pr_admin_down || p->pr_incoming != NULL) {
       /* Stopped or disconnected (replctl) during the handshake, or the
        * peer dialled again while we shook hands on its previous
        * connection (peer_hand_over could not fail that one: it was not
@@ -650,7 +650,7 @@ peer_thread (void *arg)
       peer_set_conn_locked (p, CONN_CONNECTING);
       pthread_mutex_unlock (&p->pr_lock);
       conn_put (c);
-      close (fd);
+      stream_free (st);
       if (stopping)
         break;
       continue;
@@ -678,8 +678,10 @@ peer_thread (void *arg)
     pthread_mutex_lock (&p->pr_lock);
     /* The receive loop only returns after conn_fail. */
     disconnected_locked (p, c, primary);
+    c->c_stream = NULL;         /* nobody uses it once failed and torn
+                                   down */
     pthread_mutex_unlock (&p->pr_lock);
-    close (fd);
+    stream_free (st);
 
     pthread_mutex_lock (&node->n_lock);
     if (node->n_primary_id == (int) p->pr_cfg->nc_id)

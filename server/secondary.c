@@ -47,7 +47,7 @@ write_spliced (struct conn *c, struct rx *rx,
     return -2;
   while (left > 0) {
     size_t want = left < rx->rx_pipe_size ? left : rx->rx_pipe_size;
-    ssize_t r = splice (rx->rx_fd, NULL, rx->rx_pipe[1], NULL, want,
+    ssize_t r = splice (stream_fd (rx->rx_stream), NULL, rx->rx_pipe[1], NULL, want,
                         SPLICE_F_MOVE);
 
     if (r == -1 && errno == EINTR)

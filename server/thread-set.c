@@ -1,7 +1,7 @@
 /* nbdrepl: sets of short-lived threads, every one of them joined.
  * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
  *
- * The listener's handshakes and the TLS relays run in threads that come
+ * The listener's handshakes run in threads that come
  * and go with connections.  A detached thread that signals "done" still
  * runs a few instructions of the plugin afterwards, and nbdkit may have
  * unloaded the plugin by then.  So none is detached: as its last act a

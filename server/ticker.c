@@ -78,11 +78,11 @@ check_peer (struct repl_node *node, struct peer *p, uint64_t now)
     c->c_last_ping_ns = now;
     wire_hdr_init (&h, REPL_MSG_PING, 0, 0, 0, 0, 0);
     wire_encode_hdr (&h, buf);
-    r = send (c->c_fd, buf, sizeof buf, MSG_DONTWAIT | MSG_NOSIGNAL);
+    r = stream_try_send (c->c_stream, buf, sizeof buf);
     if (r > 0 && r < (ssize_t) sizeof buf)
       conn_fail_locked (c, "send buffer full: the peer is not reading");
     else if (r == -1 && errno != EAGAIN && errno != EWOULDBLOCK)
-      conn_fail_locked (c, "send: %m");
+      conn_fail_locked (c, "send: %s", stream_error (c->c_stream, errno));
   }
  out:
   pthread_mutex_unlock (&p->pr_lock);

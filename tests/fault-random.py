@@ -5,6 +5,7 @@
 #   fault-random.py [--seed N] [--nodes 2|3] [--diskless] [--duration SECS]
 #                   [--faults kill,stop,partition,promote] [--keep]
 #                   [--converge SECS] [--rate N] [--blocks N] [--mode M]
+#                   [--tls]
 #
 # Builds network namespaces (as scripts/netns.sh does, named with this
 # process's pid, deleted at the end however it ends), starts one real
@@ -215,13 +216,17 @@ class Driver:
                  "on-no-quorum: io-error", "auto-promote: false", "net:",
                  "  ping-interval: 0.5", f"  ping-timeout: {PING_TIMEOUT:g}",
                  "  timeout: 3", "  connect-retry-max: 0.5", "nodes:"]
+        if self.a.tls:          # TLS 1.3 with a key from the secret
+            lines[2:2] = ['secret: "fault-random tls secret"', "tls: true"]
         for n in self.nodes:
             lines += [f"  - name: {n.name}", f"    id: {n.id}",
                       f"    address: {self.addr(n)}:7789",
                       f"    disk: {'none' if n.diskless else n.name + '.img'}",
                       f"    control: {n.name}.sock"]
         self.config = self.path("r0.yaml")
-        with open(self.config, "w") as f:
+        # 0600: it may hold a secret (--tls), which the nodes insist on.
+        fd = os.open(self.config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
             f.write("\n".join(lines) + "\n")
         for n in self.storage:
             with open(self.path(n.name + ".img"), "wb") as f:
@@ -612,6 +617,8 @@ def main():
                     help="what acknowledges a write (ackwrite -m)")
     ap.add_argument("--size-mb", type=int, default=16)
     ap.add_argument("--keep", action="store_true", help="keep the directory")
+    ap.add_argument("--tls", action="store_true",
+                    help="tls: true (with a secret) on the replication links")
     a = ap.parse_args()
     if a.diskless and a.nodes != 2:
         ap.error("--diskless: the engine supports a diskless node with "
@@ -626,7 +633,7 @@ def main():
     a.ackcheck = os.path.join(here, "ackcheck.py")
 
     print(f"fault-random: seed {a.seed} nodes {a.nodes}"
-          f"{' +diskless' if a.diskless else ''} duration {a.duration:g}s "
+          f"{' +diskless' if a.diskless else ''}{' +tls' if a.tls else ''} duration {a.duration:g}s "
           f"faults {','.join(a.faults) or 'none'}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     d = Driver(a)

@@ -14,6 +14,8 @@ start_node node1
 start_node node2
 wait_for node2 '[.peers[] | .connection == "Connected" and .disk == "UpToDate"] | all' 30
 [ "$(status_json node2 | jq -r .tls)" = psk ] || fail "node2 does not report tls psk"
+status_json node2 | jq -e '[.peers[].tls | . == "openssl" or (. // "" | startswith("ktls"))] | all' >/dev/null ||
+    fail "node2 does not say who encrypts on each connection: $(status_json node2 | jq -c '[.peers[].tls]')"
 
 head -c 16M /dev/urandom > "$tmpdir/data"
 timed 60 nbdcopy "$tmpdir/data" "$(uri node2)" || fail "nbdcopy to the diskless node failed"

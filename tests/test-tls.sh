@@ -86,6 +86,20 @@ if grep -q -a "NBRP" "$tmpdir/wire"; then fail "protocol headers crossed the wir
 [ "$(status_json node0 | jq -r .tls)" = psk ] || fail "status does not say tls psk"
 "$REPLCTL" -s "$(sock node0)" status | grep -q "link: tls:psk auth:secret" ||
     fail "human status lacks the link line"
+# Who encrypts on the connection: OpenSSL, or the kernel where it has
+# kernel TLS (the "tls" ULP; this test does not load it).
+path=$(status_json node0 | jq -r '.peers[0].tls')
+case "$path" in
+    openssl|ktls|ktls-tx|ktls-rx) ;;
+    *) fail "status does not say who encrypts on the connection (tls: $path)" ;;
+esac
+if ! grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp; then
+    [ "$path" = openssl ] || fail "the kernel has no TLS, yet status says tls: $path"
+fi
+"$REPLCTL" -s "$(sock node0)" status |
+    grep -q "^  node1 .*connection:Connected .* tls:$path\$" ||
+    fail "human status lacks tls:$path on node1's line"
+info "psk: the connection's TLS runs in $path"
 info "psk: synced; $(stat -c %s "$tmpdir/wire") bytes on the wire, none in plain text"
 stop_node node1
 kill "$proxy_pid" 2>/dev/null || true

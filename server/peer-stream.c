@@ -1,0 +1,617 @@
+/* nbdrepl: the byte stream of a connection between nodes.
+ * Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+ *
+ * A stream is a connected TCP socket, plain or with a TLS session on it
+ * (peer-tls.c runs the handshake and hands the session over).  The
+ * handshake messages, the senders and the readers of a connection all
+ * go through here, so that the rest of the peer code does not care
+ * which it is.
+ *
+ * Plain: a blocking socket (SO_SNDTIMEO bounds a send), used with
+ * sendmsg and recv as before.
+ *
+ * TLS: OpenSSL's record layer works on the TCP socket itself, which is
+ * non-blocking.  Who calls what is the connection's existing ownership
+ * (struct conn): one reader at a time (c_rx_busy: the receive thread or
+ * a writer reading its own ACK), one sender at a time (c_sending, or the
+ * ticker's ping under pr_lock while nobody sends), and during the
+ * handshake the one thread running it.  A reader and a sender run at
+ * the same time, and an SSL object must not be used by two threads at
+ * once: st_ssl_lock is held around each SSL_* call and nothing else,
+ * never across poll.  A call that cannot go on says what it waits for:
+ *
+ *   SSL_ERROR_WANT_WRITE   poll for POLLOUT, then the same call again
+ *                          (same buffer, same length: OpenSSL may hold
+ *                          part of a record from it);
+ *   SSL_ERROR_WANT_READ    a reader polls for POLLIN.  A sender (TLS
+ *                          1.3 has no renegotiation, so this should not
+ *                          happen) may have pulled bytes into OpenSSL's
+ *                          buffer where a reader parked in poll would
+ *                          not see them: it wakes the reader through
+ *                          st_wake_fd, then waits in short slices for
+ *                          the reader to make progress, within its
+ *                          timeout.
+ *
+ * A ping that OpenSSL could only partly send (socket full) stays in
+ * st_pend, and the next sender finishes it before writing anything else
+ * (OpenSSL counts the held record against the next SSL_write).
+ *
+ * Kernel TLS: the contexts ask for it (SSL_OP_ENABLE_KTLS, common/tls.c);
+ * OpenSSL hands the keys to the kernel where it has the "tls" ULP and
+ * quietly keeps the work itself where it has not.  st_kind records what
+ * it did, for replctl status.  The calls above stay the same either way.
+ */
+#include <config.h>
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "cleanup.h"
+#include "internal.h"
+#include "log.h"
+#include "sockets.h"
+#include "tls.h"
+
+#define STREAM_MAGIC 0x5354524d     /* "STRM" */
+
+/* Small pieces of a batch are gathered into one record's worth of
+ * plain text (TLS 1.3's largest record), so that a batch of 4k writes
+ * costs a record per four of them, not two per write. */
+#define TLS_RECORD 16384
+
+/* A sender that got SSL_ERROR_WANT_READ looks again this often. */
+#define WANT_READ_SLICE_MS 10
+
+struct stream {
+  uint32_t st_magic;
+  int st_fd;                    /* the TCP socket */
+  SSL *st_ssl;                  /* NULL: plain TCP */
+  const char *st_kind;          /* "plain", "openssl", "ktls", ... */
+  int st_wake_fd;               /* TLS: eventfd, see above; else -1 */
+  _Atomic unsigned st_send_timeout_ms; /* TLS: a send making no progress
+                                   for this long fails (EAGAIN) */
+  pthread_mutex_t st_ssl_lock;  /* guards st_ssl, st_pend and st_why;
+                                   held only around SSL_* calls, never
+                                   across a wait; innermost (taken under
+                                   pr_lock by the ticker, nothing taken
+                                   under it) */
+  uint8_t st_pend[64];          /* a ping OpenSSL holds part of */
+  size_t st_pend_len;
+  char st_why[160];             /* the last TLS error, for stream_error */
+  uint8_t *st_gather;           /* the sender's TLS_RECORD bytes */
+};
+
+static int
+set_nonblock (int fd)
+{
+  int fl = fcntl (fd, F_GETFL);
+
+  return fl == -1 ? -1 : fcntl (fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* What OpenSSL did about kernel TLS on ssl, whose handshake is done. */
+static const char *
+tls_kind (SSL *ssl)
+{
+  bool tx = false, rx = false;
+
+#ifndef OPENSSL_NO_KTLS
+  tx = BIO_get_ktls_send (SSL_get_wbio (ssl)) > 0;
+  rx = BIO_get_ktls_recv (SSL_get_rbio (ssl)) > 0;
+#else
+  (void) ssl;
+#endif
+  return tx && rx ? "ktls" : tx ? "ktls-tx" : rx ? "ktls-rx" : "openssl";
+}
+
+/* A stream on fd, a connected TCP socket, and ssl (NULL: plain), whose
+ * handshake is done on fd.  Takes both over, also on failure (NULL,
+ * errno set). */
+struct stream *
+stream_new (int fd, SSL *ssl)
+{
+  struct stream *st = calloc (1, sizeof *st);
+
+  if (st == NULL)
+    goto fail;
+  st->st_magic = STREAM_MAGIC;
+  st->st_fd = fd;
+  st->st_ssl = ssl;
+  st->st_wake_fd = -1;
+  st->st_kind = "plain";
+  mutex_init (&st->st_ssl_lock);
+  if (ssl != NULL) {
+    if (set_nonblock (fd) == -1 ||
+        (st->st_wake_fd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1 ||
+        (st->st_gather = malloc (TLS_RECORD)) == NULL) {
+      int e = errno;
+      stream_free (st);
+      errno = e;
+      return NULL;
+    }
+    st->st_kind = tls_kind (ssl);
+    st->st_send_timeout_ms = 30000;
+    /* Read whatever has arrived with one system call. */
+    SSL_set_read_ahead (ssl, 1);
+    /* Every message is framed: a cut one is seen as such. */
+    SSL_set_options (ssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
+  }
+  return st;
+
+ fail:
+  SSL_free (ssl);
+  close (fd);
+  return NULL;
+}
+
+/* Close the stream.  Nobody may be using it.  No close_notify: the
+ * connection has failed by now (shut down), or the handshake was
+ * refused; the peer sees the end of the TCP stream either way. */
+void
+stream_free (struct stream *st)
+{
+  if (st == NULL)
+    return;
+  assert (st->st_magic == STREAM_MAGIC);
+  st->st_magic = 0;
+  SSL_free (st->st_ssl);
+  close (st->st_fd);
+  if (st->st_wake_fd >= 0)
+    close (st->st_wake_fd);
+  pthread_mutex_destroy (&st->st_ssl_lock);
+  free (st->st_gather);
+  free (st);
+  ERR_clear_error ();
+}
+
+int
+stream_fd (const struct stream *st)
+{
+  return st->st_fd;
+}
+
+bool
+stream_is_tls (const struct stream *st)
+{
+  return st->st_ssl != NULL;
+}
+
+/* "plain", or for TLS "openssl" (OpenSSL encrypts), "ktls" (the kernel
+ * does, both ways), "ktls-tx" or "ktls-rx" (one way). */
+const char *
+stream_kind (const struct stream *st)
+{
+  return st->st_kind;
+}
+
+/* Wake whoever waits on the stream (a reader in recv or poll, a sender
+ * in sendmsg or poll): they fail.  Any thread, any time before
+ * stream_free. */
+void
+stream_shutdown (struct stream *st)
+{
+  shutdown (st->st_fd, SHUT_RDWR);
+}
+
+/* A send that makes no progress for ms fails with EAGAIN. */
+int
+stream_set_send_timeout (struct stream *st, unsigned ms)
+{
+  struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+  if (st->st_ssl != NULL) {
+    st->st_send_timeout_ms = ms;
+    return 0;
+  }
+  return setsockopt (st->st_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* After a failed call: why, in words, for the caller's one log line. */
+const char *
+stream_error (struct stream *st, int errnum)
+{
+  if (st->st_ssl != NULL && errnum == EPROTO) {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+    if (st->st_why[0])
+      return st->st_why;
+  }
+  return strerror (errnum);
+}
+
+/* ---- TLS ------------------------------------------------------------- */
+
+/* One SSL_read_ex or SSL_write_ex under the lock.  Returns 1 with *n
+ * bytes moved, else 0 with *err the SSL_ERROR_* code; for a fatal one,
+ * errno is set (EPROTO: st_why says why; 0 with *err ZERO_RETURN: the
+ * end of the stream).  *pending: more input is in OpenSSL's buffer. */
+static int
+tls_call (struct stream *st, bool write, const void *buf, size_t len,
+          size_t *n, int *err, bool *pending)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+  int r, e;
+
+  ERR_clear_error ();
+  errno = 0;
+  *n = 0;
+  r = write ? SSL_write_ex (st->st_ssl, buf, len, n)
+            : SSL_read_ex (st->st_ssl, (void *) buf, len, n);
+  if (pending)
+    *pending = SSL_has_pending (st->st_ssl);
+  if (r == 1) {
+    *err = SSL_ERROR_NONE;
+    return 1;
+  }
+  e = *err = SSL_get_error (st->st_ssl, r);
+  switch (e) {
+  case SSL_ERROR_WANT_READ:
+  case SSL_ERROR_WANT_WRITE:
+  case SSL_ERROR_ZERO_RETURN:
+    break;
+  case SSL_ERROR_SYSCALL:
+    if (ERR_peek_error () == 0) {
+      if (errno == 0) {         /* end of the TCP stream */
+        *err = SSL_ERROR_ZERO_RETURN;
+        break;
+      }
+      ERR_clear_error ();
+      break;                    /* errno says */
+    }
+    /* fall through */
+  default:
+    tls_error_string (st->st_why, sizeof st->st_why, "TLS error");
+    errno = EPROTO;
+  }
+  {
+    int saved = errno;
+    ERR_clear_error ();
+    errno = saved;
+  }
+  return 0;
+}
+
+/* Wait until fd can do events, or timeout_ms (-1: no limit), or (for a
+ * reader) st_wake_fd is kicked; stop_fd (-1: none) cancels.  Returns 1
+ * ready, 0 timed out, -1 with errno. */
+static int
+tls_wait (struct stream *st, short events, int timeout_ms, int stop_fd)
+{
+  struct pollfd pfd[3] = {
+    { .fd = st->st_fd, .events = events },
+    { .fd = events == POLLIN ? st->st_wake_fd : -1, .events = POLLIN },
+    { .fd = stop_fd, .events = POLLIN },
+  };
+  int r;
+
+  r = poll (pfd, 3, timeout_ms);
+  if (r == -1)
+    return errno == EINTR ? 1 : -1;
+  if (pfd[2].revents) {
+    errno = ECANCELED;
+    return -1;
+  }
+  if (pfd[1].revents) {
+    uint64_t v;
+    if (read (st->st_wake_fd, &v, sizeof v) == -1 && errno != EAGAIN)
+      return -1;
+  }
+  return r > 0;
+}
+
+static void
+kick_reader (struct stream *st)
+{
+  uint64_t one = 1;
+
+  if (write (st->st_wake_fd, &one, sizeof one) == -1 && errno != EAGAIN)
+    log_error ("TLS: eventfd: %m");
+}
+
+static int
+ms_until (uint64_t deadline_ms)
+{
+  uint64_t now = (now_ns () / 1000000);
+
+  return now >= deadline_ms ? 0 : (int) (deadline_ms - now);
+}
+
+/* Write all of buf (from its sender: see above).  timeout_ms: for each
+ * chunk to make progress (-1: no limit); running out fails with
+ * timeout_errno.  A pending ping is finished first. */
+static int
+tls_write_all (struct stream *st, const void *buf, size_t len,
+               int timeout_ms, int timeout_errno)
+{
+  const uint8_t *p = buf;
+  uint64_t deadline = timeout_ms < 0 ? 0 : (now_ns () / 1000000) + timeout_ms;
+  bool pend = true;
+
+  while (len > 0 || pend) {
+    const uint8_t *b = p;
+    size_t l = len, n;
+    int err, w, wait_ms;
+
+    if (pend) {
+      {
+        ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+        pend = st->st_pend_len > 0;
+        b = st->st_pend;
+        l = st->st_pend_len;
+      }
+      if (!pend)
+        continue;
+    }
+    if (tls_call (st, true, b, l, &n, &err, NULL) == 1) {
+      if (pend) {
+        ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+        st->st_pend_len = 0;
+        pend = false;
+      }
+      else {
+        p += n;
+        len -= n;
+      }
+      if (timeout_ms >= 0)
+        deadline = (now_ns () / 1000000) + timeout_ms;
+      continue;
+    }
+    if (err != SSL_ERROR_WANT_WRITE && err != SSL_ERROR_WANT_READ) {
+      if (err == SSL_ERROR_ZERO_RETURN)
+        errno = EPIPE;
+      return -1;
+    }
+    wait_ms = timeout_ms < 0 ? -1 : ms_until (deadline);
+    if (wait_ms == 0) {
+      errno = timeout_errno;
+      return -1;
+    }
+    if (err == SSL_ERROR_WANT_READ) {
+      kick_reader (st);
+      if (wait_ms < 0 || wait_ms > WANT_READ_SLICE_MS)
+        wait_ms = WANT_READ_SLICE_MS;
+      w = tls_wait (st, POLLIN, wait_ms, -1);
+    }
+    else
+      w = tls_wait (st, POLLOUT, wait_ms, -1);
+    if (w == -1)
+      return -1;
+  }
+  return 0;
+}
+
+/* Read what has arrived, at least one byte, at most len; 0 at the end
+ * of the stream.  Waits up to timeout_ms (-1: no limit; then ETIMEDOUT)
+ * unless stop_fd (-1: none) becomes readable (ECANCELED). */
+static ssize_t
+tls_read_some (struct stream *st, void *buf, size_t len, int timeout_ms,
+               int stop_fd)
+{
+  uint8_t *p = buf;
+  size_t got = 0;
+  uint64_t deadline = timeout_ms < 0 ? 0 : (now_ns () / 1000000) + timeout_ms;
+
+  for (;;) {
+    size_t n;
+    int err, w, wait_ms;
+    bool more;
+
+    if (tls_call (st, false, p + got, len - got, &n, &err, &more) == 1) {
+      got += n;
+      /* Take everything OpenSSL already holds, without another
+       * system call for what is not there yet. */
+      if (got == len || !more)
+        return got;
+      continue;
+    }
+    if (got > 0 && (err == SSL_ERROR_WANT_READ ||
+                    err == SSL_ERROR_WANT_WRITE ||
+                    err == SSL_ERROR_ZERO_RETURN))
+      return got;
+    if (err == SSL_ERROR_ZERO_RETURN)
+      return 0;
+    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
+      return -1;
+    wait_ms = timeout_ms < 0 ? -1 : ms_until (deadline);
+    if (wait_ms == 0) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    w = tls_wait (st, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
+                  wait_ms, stop_fd);
+    if (w == -1)
+      return -1;
+  }
+}
+
+/* ---- The handshake's messages --------------------------------------- */
+
+/* Read exactly len bytes; the semantics of sock_read_full_until. */
+int
+stream_read_full (struct stream *st, void *buf, size_t len, int timeout_ms,
+                  int stop_fd)
+{
+  uint64_t deadline = timeout_ms < 0 ? 0 : (now_ns () / 1000000) + timeout_ms;
+  uint8_t *p = buf;
+
+  if (st->st_ssl == NULL)
+    return sock_read_full_until (st->st_fd, buf, len, timeout_ms, stop_fd);
+  while (len > 0) {
+    int left = timeout_ms < 0 ? -1 : ms_until (deadline);
+    ssize_t r;
+
+    if (left == 0) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    r = tls_read_some (st, p, len, left, stop_fd);
+    if (r == -1)
+      return -1;
+    if (r == 0) {
+      errno = ECONNRESET;
+      return -1;
+    }
+    p += r;
+    len -= r;
+  }
+  return 0;
+}
+
+/* Write exactly len bytes; the semantics of sock_write_full. */
+int
+stream_write_full (struct stream *st, const void *buf, size_t len,
+                   int timeout_ms)
+{
+  if (st->st_ssl == NULL)
+    return sock_write_full (st->st_fd, buf, len, timeout_ms);
+  return tls_write_all (st, buf, len, timeout_ms, ETIMEDOUT);
+}
+
+/* ---- The connection's sender, reader and pinger ----------------------- */
+
+/* Plain: sendmsg all the iovecs, coping with short writes. */
+static int
+plain_sendv (int fd, struct iovec *iov, int niov)
+{
+  while (niov > 0) {
+    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = niov };
+    ssize_t r = sendmsg (fd, &msg, MSG_NOSIGNAL);
+
+    if (r == -1) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    while (niov > 0 && (size_t) r >= iov->iov_len) {
+      r -= iov->iov_len;
+      iov++;
+      niov--;
+    }
+    if (niov > 0) {
+      iov->iov_base = (char *) iov->iov_base + r;
+      iov->iov_len -= r;
+    }
+  }
+  return 0;
+}
+
+/* TLS: small pieces are gathered into records of TLS_RECORD bytes; a
+ * large payload goes from its own memory (OpenSSL cuts it into
+ * records). */
+static int
+tls_sendv (struct stream *st, const struct iovec *iov, int niov)
+{
+  int timeout = st->st_send_timeout_ms;
+  size_t fill = 0, off = 0;
+
+  while (niov > 0) {
+    const uint8_t *base = (const uint8_t *) iov->iov_base + off;
+    size_t left = iov->iov_len - off, n;
+
+    if (fill == 0 && left >= TLS_RECORD) {
+      if (tls_write_all (st, base, left, timeout, EAGAIN) == -1)
+        return -1;
+      n = left;
+    }
+    else {
+      n = left < TLS_RECORD - fill ? left : TLS_RECORD - fill;
+      memcpy (st->st_gather + fill, base, n);
+      fill += n;
+      if (fill == TLS_RECORD) {
+        if (tls_write_all (st, st->st_gather, fill, timeout, EAGAIN) == -1)
+          return -1;
+        fill = 0;
+      }
+    }
+    off += n;
+    if (off == iov->iov_len) {
+      iov++;
+      niov--;
+      off = 0;
+    }
+  }
+  if (fill > 0 && tls_write_all (st, st->st_gather, fill, timeout,
+                                 EAGAIN) == -1)
+    return -1;
+  return 0;
+}
+
+/* The sender: write all the iovecs (they may be modified).  A send that
+ * makes no progress within the send timeout fails with EAGAIN. */
+int
+stream_sendv (struct stream *st, struct iovec *iov, int niov)
+{
+  if (st->st_ssl == NULL)
+    return plain_sendv (st->st_fd, iov, niov);
+  return tls_sendv (st, iov, niov);
+}
+
+/* The reader: wait for what arrives and read it, at most len bytes;
+ * 0 at the end of the stream, -1 with errno on an error. */
+ssize_t
+stream_recv (struct stream *st, void *buf, size_t len)
+{
+  ssize_t r;
+
+  if (st->st_ssl != NULL)
+    return tls_read_some (st, buf, len, -1, -1);
+  do
+    r = recv (st->st_fd, buf, len, 0);
+  while (r == -1 && errno == EINTR);
+  return r;
+}
+
+/* The ticker's ping, while nobody sends (pr_lock held): never waits.
+ * Returns len once it has left (or, TLS, is OpenSSL's to finish: the
+ * next sender does), fewer bytes if only part of it fit (plain), or -1:
+ * EAGAIN if the socket has no room (nothing sent), else an error. */
+ssize_t
+stream_try_send (struct stream *st, const void *buf, size_t len)
+{
+  size_t n, pend;
+  int err;
+
+  if (st->st_ssl == NULL)
+    return send (st->st_fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+  assert (len <= sizeof st->st_pend);
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+    if (st->st_pend_len == 0) {
+      memcpy (st->st_pend, buf, len);
+      st->st_pend_len = len;
+    }
+    pend = st->st_pend_len;
+  }
+  /* st_pend: OpenSSL wants the same buffer again if it cannot finish. */
+  if (tls_call (st, true, st->st_pend, pend, &n, &err, NULL) == 1) {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+    st->st_pend_len = 0;
+    return len;
+  }
+  if (err == SSL_ERROR_WANT_READ)
+    kick_reader (st);
+  if (err == SSL_ERROR_WANT_WRITE || err == SSL_ERROR_WANT_READ)
+    return len;                 /* held: the next send finishes it */
+  if (err == SSL_ERROR_ZERO_RETURN)
+    errno = EPIPE;
+  return -1;
+}
+
+/* May a payload go from the socket to the disk with splice?  Only as
+ * plain text: never with TLS (with kernel TLS receive, records other
+ * than data would stop it). */
+bool
+stream_can_splice (const struct stream *st)
+{
+  return st->st_ssl == NULL;
+}
