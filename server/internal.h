@@ -557,6 +557,7 @@ struct rx {
   size_t rx_pipe_size;
   uint8_t *rx_buf;              /* RECV_BUF_SIZE bytes */
   size_t rx_fill;               /* bytes in rx_buf not yet handled */
+  struct waiter *rx_done[PEER_WINDOW]; /* an ACK's writers to complete */
 };
 /* A message as the receive loop hands it to its handler. */
 struct rx_msg {

@@ -57,11 +57,16 @@ deadline_after_ns (uint64_t ns)
 }
 
 #if !defined (NDEBUG) && defined (__GLIBC__)
-/* The calling thread's id, asked of the kernel once per thread. */
+/* The calling thread's id, asked of the kernel once per thread.  Every
+ * ASSERT_LOCKED reads it, many times per write: initial-exec, so that
+ * the plugin (a dlopened object) reads it at a fixed offset from the
+ * thread pointer instead of calling __tls_get_addr.  That puts the
+ * plugin's TLS (a few bytes: nothing else may be large) in glibc's
+ * static TLS reserve for dlopened objects. */
 static inline pid_t
 locks_self (void)
 {
-  static __thread pid_t self;
+  static __thread pid_t self __attribute__ ((tls_model ("initial-exec")));
 
   if (self == 0)
     self = gettid ();

@@ -46,12 +46,14 @@
 #define METRICS_TIMEOUT_S 10
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-/* The ACK latency buckets' upper bounds, in microseconds: 50 us to 10 s,
+/* The ACK latency buckets' upper bounds, in nanoseconds (so that adding
+ * a sample multiplies nothing): 50 us to 10 s,
  * about 2.5 per decade (a write to a peer on a LAN is ~100 us, one that
  * waits behind a resync or a slow disk many ms). */
-static const uint64_t ack_bounds_us[ACK_HIST_BUCKETS] = {
-  50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000,
-  100000, 250000, 500000, 1000000, 2500000, 10000000,
+static const uint64_t ack_bounds_ns[ACK_HIST_BUCKETS] = {
+  50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
+  25000000, 50000000, 100000000, 250000000, 500000000, 1000000000,
+  2500000000, 10000000000,
 };
 
 /* Called under the peer's pr_lock (window_ack_locked), once per
@@ -62,7 +64,7 @@ ack_hist_add (struct ack_hist *h, uint64_t ns)
   unsigned i;
 
   for (i = 0; i < ACK_HIST_BUCKETS; i++)
-    if (ns <= ack_bounds_us[i] * 1000)
+    if (ns <= ack_bounds_ns[i])
       break;
   h->ah_bucket[i]++;
   h->ah_count++;
@@ -294,7 +296,7 @@ format_ack_hist (struct exposition *x, const struct metrics_node *ns)
     for (b = 0; b <= ACK_HIST_BUCKETS; b++) {
       cum += s->ack.ah_bucket[b];
       if (b < ACK_HIST_BUCKETS)
-        snprintf (le, sizeof le, "le=\"%g\"", ack_bounds_us[b] / 1e6);
+        snprintf (le, sizeof le, "le=\"%g\"", ack_bounds_ns[b] / 1e9);
       else
         snprintf (le, sizeof le, "le=\"+Inf\"");
       fprintf (x->x_fp, "%s_bucket{%s,peer=\"%s\",%s} %" PRIu64 "\n",

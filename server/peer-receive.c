@@ -97,14 +97,16 @@ complete_then_flush (struct conn *c, bool held,
  * its writer but stays in the window until it is applied, so that if
  * the peer dies first the range is still marked out of sync. */
 static int
-handle_ack (struct conn *c, uint64_t seq, bool nack,
+handle_ack (struct conn *c, struct rx *rx, uint64_t seq, bool nack,
             bool received)
 {
   struct peer *p = c->c_peer;
 
   /* Waiters are completed after pr_lock is dropped, so that writers
-   * queueing new messages never wait behind our wake-ups. */
-  static __thread struct waiter *done[PEER_WINDOW];
+   * queueing new messages never wait behind our wake-ups.  They are
+   * collected in the reader's rx (the reader holds c_rx_busy), not in a
+   * thread-local array that every thread of the process would carry. */
+  struct waiter **done = rx->rx_done;
   size_t ndone = 0;
   bool held;
 
@@ -265,7 +267,7 @@ on_ack (struct conn *c, const struct rx_msg *m)
 {
   const struct repl_hdr *h = m->m_hdr;
 
-  return handle_ack (c, h->seq, h->type == REPL_MSG_NACK,
+  return handle_ack (c, m->m_rx, h->seq, h->type == REPL_MSG_NACK,
                      h->flags & REPL_FLAG_RECEIVED);
 }
 

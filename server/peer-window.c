@@ -171,11 +171,14 @@ window_ack_locked (struct conn *c, uint64_t seq, bool nack, bool received,
     case REPL_MSG_TRIM:
     case REPL_MSG_ZERO:
     case REPL_MSG_FLUSH:
-      /* A client request's round trip to the peer's disk (metrics.c);
-       * one clock read per ACK. */
+      /* A client request's round trip to the peer's disk (metrics.c),
+       * up to when the ACK arrived: the reader read the clock then
+       * (rx_step), so no clock read here. */
       if (now == 0)
-        now = now_ns ();
-      ack_hist_add (&p->pr_ack_hist, now - f->if_time_ns);
+        now = atomic_load_explicit (&c->c_last_recv_ns,
+                                    memory_order_relaxed);
+      ack_hist_add (&p->pr_ack_hist,
+                    now > f->if_time_ns ? now - f->if_time_ns : 0);
       break;
     }
     answered (f, done, ndone);
