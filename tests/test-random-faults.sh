@@ -69,8 +69,10 @@ info "ok: the checker finds lost, torn and misdirected writes and divergence"
 # make check replays fixed schedules, each CLASSES:SEED: partitions,
 # and partitions with promotions (seed 101 once ended in a split brain:
 # a Primary cut off started a generation it could not keep; it is
-# withdrawn now, generation.c).  FAULT_CLASSES and FAULT_SEEDS, or
-# FAULT_RUNS, choose others.
+# withdrawn now, generation.c), and all four classes (seed 4242 once
+# left a node Outdated for good: two Secondaries of one Primary decided
+# a resync between them that neither carried out; gen_decide refuses
+# it now).  FAULT_CLASSES and FAULT_SEEDS, or FAULT_RUNS, choose others.
 classes=${FAULT_CLASSES:-partition}
 # Under the sanitizers (scripts/sanitize sets ASAN_OPTIONS) only the
 # checker's self-test above runs: ASan slows every node several times
@@ -85,12 +87,12 @@ secs=${FAULT_SECONDS:-40}
 runs=${FAULT_RUNS:-2}
 nodes=${FAULT_NODES:-3}
 [ -z "${FAULT_DISKLESS:-}" ] || nodes=2     # a diskless node takes 2 storage nodes
-# make check replays two fixed seeds, so that a CI failure is a change
+# make check replays three fixed seeds, so that a CI failure is a change
 # in the engine and replays exactly; FAULT_RUNS=N draws N random seeds.
 if [ -n "${FAULT_RUNS:-}" ]; then
     seeds=${FAULT_SEEDS:-$(for (( i=0; i<runs; i++ )); do echo $((RANDOM * 32768 + RANDOM + 1)); done)}
 else
-    seeds=${FAULT_SEEDS:-partition:657802663 partition,promote:101}
+    seeds=${FAULT_SEEDS:-partition:657802663 partition,promote:101 kill,stop,partition,promote:4242}
 fi
 failed=()
 for entry in $seeds; do
