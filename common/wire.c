@@ -144,6 +144,11 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
                           SEQ (FORWARD) },
   [REPL_MSG_READ_REPLY] = { "READ_REPLY", REPL_FLAG_ERROR,
                             WIRE_PAYLOAD_COUNT, true, CTL (BACK) },
+  /* A resync target with no storage Primary, and the diskless nodes: */
+  [REPL_MSG_SYNC_FENCE] = { "SYNC_FENCE", 0, WIRE_PAYLOAD_NONE, false,
+                            CTL (BOTH) },
+  [REPL_MSG_SYNC_FENCED] = { "SYNC_FENCED", REPL_FLAG_ERROR,
+                             WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
 };
 
 #define CONNECTED_STATES \

@@ -243,6 +243,14 @@ on_read_reply (struct conn *c, const struct rx_msg *m)
 }
 
 static int
+on_sync_fence (struct conn *c, const struct rx_msg *m)
+{
+  return m->m_hdr->type == REPL_MSG_SYNC_FENCE
+         ? diskless_handle_fence (c, m->m_hdr)
+         : forward_handle_fenced (c, m->m_hdr);
+}
+
+static int
 on_sync (struct conn *c, const struct rx_msg *m)
 {
   return sync_handle (c, m->m_hdr, m->m_payload);
@@ -280,6 +288,8 @@ static rx_handler *const rx_handlers[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_OUT_OF_SYNC] = on_out_of_sync,
   [REPL_MSG_READ_REQ] = on_read_req,
   [REPL_MSG_READ_REPLY] = on_read_reply,
+  [REPL_MSG_SYNC_FENCE] = on_sync_fence,
+  [REPL_MSG_SYNC_FENCED] = on_sync_fence,
   /* HELLO, HELLO_STATE, AUTH_*: the handshake's, never here. */
 };
 

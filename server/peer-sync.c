@@ -210,6 +210,10 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
    * other (nobody else has data to resync them from). */
   bool pair = !we_primary && h->role != REPL_ROLE_PRIMARY &&
               node_no_storage_primary (node);
+  /* ... and where a diskless node may write to both: the target leaves
+   * its targets before the source reads a chunk (forward_fence), so the
+   * source always waits for the target's bitmap, sent after that. */
+  bool fenced = pair && node->n_cfg.cf_has_diskless;
 
   /* The same decision the handshake checked; the state may have moved
    * on since, so it may now refuse. */
@@ -296,7 +300,7 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
   p->pr_bitmap_rx_bytes = 0;
   if (resync &&
       (uuid_decision_is_source (d) ||
-       (d == UUID_NO_SYNC && h->uuids.changes > 0)))
+       (d == UUID_NO_SYNC && (h->uuids.changes > 0 || fenced))))
     peer_set_repl_locked (p, REPL_WF_BITMAP_S);
   if (resync) {
     p->pr_resync_wanted = true;
@@ -342,7 +346,8 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
     if ((uuid_decision_is_target (d) &&
          (h->role == REPL_ROLE_PRIMARY ||
           h->disk_state == REPL_DISK_UPTODATE)) ||
-        (d == UUID_NO_SYNC &&
+        (d == UUID_NO_SYNC && fenced && pair_source (c) == -1) ||
+        (d == UUID_NO_SYNC && !fenced &&
          mine && (!pair || pair_source (c) == -1))) {
       /* One source at a time: a second one waits until the first is
        * done (then both decide again); a primary goes first. */
@@ -352,6 +357,12 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
         pthread_mutex_unlock (&p->pr_lock);
         log_info ("peer %s: its resync of this node waits: another peer "
                   "resyncs this node first", name);
+        return;
+      }
+      if (fenced && forward_fence (p) == -1) {
+        sync_release_source (p, "waits for the sync fence");
+        conn_fail (c, "the diskless nodes did not stop writing to this "
+                   "node directly; reconnecting");
         return;
       }
       pthread_mutex_lock (&p->pr_lock);
