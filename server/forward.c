@@ -231,6 +231,9 @@ forward_handle_away (struct conn *c, const struct repl_hdr *h,
   pthread_mutex_unlock (&p->pr_lock);
   if (fresh == 0)
     return 0;
+  /* The storage peers learn the generation: one we resync takes it at
+   * the end (every write of it reached it through us). */
+  worker_post (node, WORK_UUIDS);
   /* An away node connected to us is behind the new generation until we
    * have resynced it (what it lacks is in our bitmap, possibly nothing),
    * after which it takes the generation from us. */
