@@ -16,6 +16,42 @@
  * (forward.c).  A write in flight to a node that is lost is named to the
  * targets that did take it (OUT_OF_SYNC) before the client hears of its
  * completion, so that the lost node gets it back by resync.
+ *
+ * Any number of storage nodes (up to the resource's REPL_MAX_NODES),
+ * and any number of diskless nodes, one of them Primary at a time.
+ * The rule that makes more than two storage nodes safe is the sync
+ * fence: with no storage Primary, a storage node T that a storage
+ * peer S is to resync (gen decision or pair marks, sync_on_connect)
+ *
+ *  1. fails its own connections where it is a sync source (out of our
+ *     targets it would pass on data we no longer write to it);
+ *  2. sends SYNC_FENCE (naming S) to every diskless node it is
+ *     connected to; each takes T out of its targets at once
+ *     (c_dl_leaving: neither written to nor read from), and answers
+ *     SYNC_FENCED once no replicate() that went to T is in flight
+ *     (c_dl_writes, counted under the pr_lock of the target check, so
+ *     a write either counted or never sent to T) — as Primary it
+ *     refuses (flag ERROR) an S that is not its target itself;
+ *  3. only then sends S its bitmap; S waits for it before reading any
+ *     chunk (pair resyncs too).
+ *
+ * A write of ours after that goes to S (and the others) with T in the
+ * AWAY mask (a new generation: T is behind), and S forwards it to T
+ * under its interval lock, ordered with its resync data on that one
+ * connection; another storage node forwards its copy too (the same
+ * bytes; our interval lock keeps the next write of the range behind
+ * both) or marks it.  A write in flight when a node is lost is marked
+ * by OUT_OF_SYNC; the marking node resyncs a still connected node
+ * through a reconnect, so through the fence.  One source per target
+ * at a time (sync_claim_source: the first to claim; others wait and
+ * decide again when it ends).  T reports UUIDS at the end of its
+ * resync (it took S's generation, forward_handle_away makes sure S
+ * told it) and is a target again once in our generation.
+ *
+ * Losing us: the storage nodes reconcile their activity logs
+ * (peer-sync.c reconcile), as with two.  Not covered: a storage node
+ * resynced while not connected to the diskless Primary, whose source
+ * is (the fence cannot check the source), and two diskless Primaries.
  */
 #include <config.h>
 
