@@ -57,6 +57,7 @@ cleanup_fn "kill $w2 2>/dev/null || true"
 wait_acks "$tmpdir/w1.log" 300 20
 
 first=${DISKLESS3_FIRST:-$((RANDOM % 3))}
+case $first in 0|1|2) ;; *) fail "DISKLESS3_FIRST=$first: 0, 1 or 2" ;; esac
 a=node$first
 b=node$(( (first + 1) % 3 ))
 c=node$(( (first + 2) % 3 ))
