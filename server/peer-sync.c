@@ -215,6 +215,28 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
    * source always waits for the target's bitmap, sent after that. */
   bool fenced = pair && node->n_cfg.cf_has_diskless;
 
+  /* Chunks marked for the peer while this connection was in its
+   * handshake (a diskless primary's write forwarded to it, which it was
+   * not yet connected to take, or OUT_OF_SYNC naming it), after our
+   * HELLO_STATE announced none: both sides decide from the announced
+   * counts, so no resync would pick them up and they would stay marked
+   * on an idle, connected pair.  Reconnect: the next HELLO_STATE
+   * announces them.  Bounded: that one announces more than none, and
+   * the resync it leads to reads our bitmap as it is then. */
+  if (fenced && c->c_hello_changes == 0) {
+    uint64_t now;
+
+    pthread_mutex_lock (&p->pr_lock);
+    now = bitmap_count (&p->pr_bitmap);
+    pthread_mutex_unlock (&p->pr_lock);
+    if (now > 0) {
+      conn_fail (c, "%" PRIu64 " chunks were marked out of sync for it "
+                 "after our HELLO_STATE said none; reconnecting to "
+                 "announce them", now);
+      return;
+    }
+  }
+
   /* The same decision the handshake checked; the state may have moved
    * on since, so it may now refuse. */
   d = gen_decide (node, c, &rule, err, sizeof err);
