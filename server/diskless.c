@@ -187,6 +187,35 @@ diskless_peer_uuids (struct repl_node *node, struct conn *c)
   pthread_mutex_unlock (&p->pr_lock);
 }
 
+/* Test hook (tests/test-diskless-race.sh): NBDREPL_TEST_DISKLESS_STATE_
+ * DELAY_MS=N makes this node go on taking a storage node for UpToDate
+ * for N ms after it heard otherwise, as if its STATE came that late.
+ * Without the sync fence a resync target stays our target for that
+ * long, and our direct writes to it race the resync data: the test
+ * shows the fence closes that window. */
+static uint64_t state_delay_ns;
+static pthread_once_t state_delay_once = PTHREAD_ONCE_INIT;
+
+static void
+state_delay_init (void)
+{
+  const char *s = getenv ("NBDREPL_TEST_DISKLESS_STATE_DELAY_MS");
+
+  if (s != NULL)
+    state_delay_ns = strtoull (s, NULL, 10) * UINT64_C (1000000);
+}
+
+/* Does p's disk count as UpToDate here?  pr_lock held. */
+static bool
+disk_uptodate_locked (const struct peer *p)
+{
+  pthread_once (&state_delay_once, state_delay_init);
+  if (p->pr_disk == REPL_DISK_UPTODATE)
+    return true;
+  return state_delay_ns != 0 &&
+         now_ns () - p->pr_disk_left_uptodate_ns < state_delay_ns;
+}
+
 /* May we write to and read from storage node p?  pr_lock held.
  * c_dl_in_gen says it holds the current generation: set when it
  * connects or reports UUIDs (diskless_peer_uuids) with our current
@@ -198,7 +227,7 @@ is_target_locked (struct peer *p)
   struct conn *c = peer_conn_locked (p);
 
   return c != NULL && !c->c_peer_diskless &&
-         p->pr_disk == REPL_DISK_UPTODATE && c->c_dl_in_gen &&
+         disk_uptodate_locked (p) && c->c_dl_in_gen &&
          !c->c_dl_leaving;
 }
 

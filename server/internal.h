@@ -384,6 +384,8 @@ struct peer {
   struct bitmap pr_bitmap;      /* chunks this peer may lack */
   enum repl_disk_state pr_disk; /* its disk as told, or as we know it */
   bool pr_disk_known;
+  uint64_t pr_disk_left_uptodate_ns; /* when pr_disk last left UpToDate
+                                   (a test hook of diskless.c) */
   bool pr_says_primary;         /* its last HELLO_STATE or STATE said
                                    Primary, even on a connection refused
                                    for it (role.c: role=primary at

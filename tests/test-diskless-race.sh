@@ -4,7 +4,7 @@
 # writes (a new boot id: its activity log is marked), so it comes back
 # in the same generation and the pair resyncs those chunks between them
 # (node1, with the marks, is the source).  Its reads are slowed
-# (tests/fault-inject.c: each chunk sleeps 3 s after it is read) and
+# (tests/fault-inject.c: each chunk sleeps 1.5 s after it is read) and
 # the diskless primary writes to the same blocks during the resync.  A
 # write that went to node0 directly after node1 read its chunk would be
 # overwritten there by the old chunk.  The sync fence (forward.c) must
@@ -14,9 +14,12 @@
 #
 # Before the fence node0 left node2's targets only once RESYNC_START
 # had made it Inconsistent and node2 had heard so: the window was that
-# announcement's latency plus the writes in flight, which this test
-# does not hit reliably (it passes against the old code too, except
-# for the fence's log lines it asserts).
+# announcement's latency plus the writes in flight.  node2 runs with
+# NBDREPL_TEST_DISKLESS_STATE_DELAY_MS (server/diskless.c): it hears of
+# a storage node's disk leaving UpToDate 5 s late, so that window is
+# wide open, and only the fence closes it.  DISKLESS_RACE_NO_FENCE=1
+# starts node0 with NBDREPL_TEST_NO_SYNC_FENCE (server/forward.c): the
+# test must then fail, on the disks' contents.
 source "$(dirname "$0")/functions.sh"
 requires jq --version
 requires test -f "$FAULT_INJECT"
@@ -28,9 +31,13 @@ ACKCHECK="$(dirname "$0")/ackcheck.py"
 acks () { local n; n=$(grep -c '^ack ' "$1" 2>/dev/null) || true; echo "${n:-0}"; }
 
 make_diskless_config 16M
-start_node node0
+if [ "${DISKLESS_RACE_NO_FENCE:-0}" = 1 ]; then
+    NBDREPL_TEST_NO_SYNC_FENCE=1 start_node node0
+else
+    start_node node0
+fi
 start_node node1
-start_node node2
+NBDREPL_TEST_DISKLESS_STATE_DELAY_MS=5000 start_node node2
 wait_for node2 '[.peers[] | .connection == "Connected" and .disk == "UpToDate"] | all' 30
 
 # Blocks all over the 16M are written, then the client leaves (the
@@ -42,10 +49,12 @@ kill_node node1
 
 # node1 returns in the same generation, after a machine crash (a new
 # boot id: its activity log is marked); each chunk its resync reads
-# waits 3 s before it goes out.
+# waits 1.5 s before it goes out: under the ping-timeout (3 s), since
+# a write of node2's to a chunk being read waits that long in node1's
+# receive loop, which must not look dead to node2.
 echo 00000000-0000-4000-8000-000000000001 >"$tmpdir/boot_id"
 NBDREPL_TEST_BOOT_ID_FILE="$tmpdir/boot_id" FAULT_PREAD_PATH=/node1.img \
-    FAULT_PREAD_SLEEP_MS=3000 LD_PRELOAD="$FAULT_INJECT" start_node node1
+    FAULT_PREAD_SLEEP_MS=1500 LD_PRELOAD="$FAULT_INJECT" start_node node1
 wait_for node1 '[.peers[] | select(.name == "node0") | .replication == "SyncSource" or .replication == "PausedSyncS" or .replication == "WFBitMapS"] | all' 30
 wait_for node2 '[.peers[] | select(.name == "node1") | .connection == "Connected" and .disk == "UpToDate"] | all' 30
 info "node1: $(grep -E 'generations|resync started' "$tmpdir/node1.log" | tail -n 2 | cut -c 25- | tr '\n' ' ')"
@@ -68,11 +77,6 @@ info "ok: 20 writes acknowledged while node1 resyncs node0"
 wait_for node1 '[.peers[] | select(.name == "node0") | .replication == "Established" and .out_of_sync_bytes == 0] | all' 40
 kill -TERM $w 2>/dev/null || true
 wait $w || fail "the writer saw an error: $(grep '^fail' "$tmpdir/w.log" | head -n 3)"
-grep -q "peer node1: sync fence: no diskless node writes to this node directly now" "$tmpdir/node0.log" ||
-    fail "node0 was resynced without the sync fence"
-grep -q "peer node0: leaves our targets while node1 resyncs it" "$tmpdir/node2.log" ||
-    fail "node2 did not take node0 out of its targets for the resync"
-info "ok: node0 left node2's targets before node1 resynced it"
 
 wait_for node0 '[.peers[] | select(.name == "node1") | .connection == "Connected" and .disk == "UpToDate" and .replication == "Established" and .out_of_sync_bytes == 0] | all' 30
 wait_for node1 '[.peers[] | select(.name == "node0") | .connection == "Connected" and .disk == "UpToDate" and .replication == "Established" and .out_of_sync_bytes == 0] | all' 30
@@ -80,3 +84,8 @@ same_disks node0 node1
 /usr/bin/python3 "$ACKCHECK" --log "$tmpdir/w.log" "$(disk node0)" "$(disk node1)" \
     >"$tmpdir/check.out" || fail "ackcheck: $(head -n 5 "$tmpdir/check.out")"
 info "ok: identical disks holding every acknowledged write after the resync raced the writes"
+grep -q "peer node1: sync fence: no diskless node writes to this node directly now" "$tmpdir/node0.log" ||
+    fail "node0 was resynced without the sync fence"
+grep -q "peer node0: leaves our targets while node1 resyncs it" "$tmpdir/node2.log" ||
+    fail "node2 did not take node0 out of its targets for the resync"
+info "ok: node0 left node2's targets before node1 resynced it"
