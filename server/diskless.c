@@ -42,9 +42,11 @@
  * bytes; our interval lock keeps the next write of the range behind
  * both) or marks it.  A write in flight when a node is lost is marked
  * by OUT_OF_SYNC; the marking node resyncs a still connected node
- * through a reconnect, so through the fence.  One source per target
- * at a time (sync_claim_source: the first to claim; others wait and
- * decide again when it ends).  T reports UUIDS at the end of its
+ * through a reconnect, so through the fence (and reconnects too after
+ * a mark made while its connection to the node was in its handshake,
+ * once its HELLO_STATE had announced none: sync_on_connect).  One
+ * source per target at a time (sync_claim_source: the first to claim;
+ * others wait and decide again when it ends).  T reports UUIDS at the end of its
  * resync (it took S's generation, forward_handle_away makes sure S
  * told it) and is a target again once in our generation.
  *
