@@ -429,8 +429,11 @@ send_all (struct peer **tg, struct conn **held, size_t n,
     if ((c = peer_conn_locked (p)) != NULL && c == held[i]) {
       if (type != REPL_MSG_OUT_OF_SYNC)
         send_away_locked (c, away, fresh);
-      peer_submit_locked (p, type, flags, payload, count, offset, &w, false,
-                          &msgs[i], &t[i]);
+      /* send_away_locked may have waited (pr_lock dropped): the held
+       * connection only, never a newer one that is no target yet. */
+      if (!c->c_failed && peer_conn_locked (p) == c)
+        peer_submit_locked (p, type, flags, payload, count, offset, &w,
+                            false, &msgs[i], &t[i]);
     }
     pthread_mutex_unlock (&p->pr_lock);
   }
