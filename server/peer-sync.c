@@ -324,10 +324,11 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
       (uuid_decision_is_source (d) ||
        (d == UUID_NO_SYNC && (h->uuids.changes > 0 || fenced))))
     peer_set_repl_locked (p, REPL_WF_BITMAP_S);
-  if (resync) {
+  if (resync)
     p->pr_resync_wanted = true;
-    pthread_cond_signal (&p->pr_resync_cond);
-  }
+  /* The resync thread waits for c_decision; a kick that came before it
+   * is taken now too. */
+  pthread_cond_signal (&p->pr_resync_cond);
   pthread_mutex_unlock (&p->pr_lock);
 
   /* Connected to a Primary: the other secondaries that are its copies

@@ -425,9 +425,14 @@ resync_thread (void *arg)
     struct conn *c;
 
     pthread_mutex_lock (&p->pr_lock);
+    /* Not before sync_on_connect has taken the decision on the new
+     * connection (c_decision): a kick meanwhile (forward_handle_away)
+     * would start a resync the peer has not agreed to, bypassing the
+     * bitmap exchange and the sync fence. */
     while (!p->pr_stopping &&
            !((p->pr_resync_wanted || p->pr_verify_wanted) &&
              p->pr_state == CONN_CONNECTED &&
+             p->pr_conn->c_decision >= 0 &&
              p->pr_repl != REPL_WF_BITMAP_S))
       pthread_cond_wait (&p->pr_resync_cond, &p->pr_lock);
     if (p->pr_stopping) {
