@@ -291,6 +291,9 @@ struct conn {
   uint64_t c_rx_writer_ns;      /* when a writer last read or wanted to */
   uint64_t c_expect_seq;        /* next seq the peer must send (reader) */
   _Atomic uint64_t c_last_recv_ns;
+  atomic_bool c_peer_closed;    /* the peer ended it (end of stream,
+                                   reset, broken pipe): the reconnect
+                                   may wait (peer.c flap_delay_locked) */
   atomic_bool c_heard;          /* a message came after the handshake:
                                    the peer took the connection too (it
                                    may refuse it at the end of its own

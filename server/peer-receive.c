@@ -485,6 +485,8 @@ rx_step (struct conn *c, struct rx *rx)
 
   r = stream_recv (rx->rx_stream, buf + rx->rx_fill, want);
   if (r <= 0) {
+    if (r == 0 || errno == ECONNRESET)
+      atomic_store (&c->c_peer_closed, true);
     if (r == 0 && rx->rx_fill > 0)
       conn_fail (c, "connection closed by peer in the middle of a "
                  "message (%zu bytes of it received); the message is "

@@ -138,8 +138,11 @@ send_batches (struct conn *c, unsigned max_batches)
       if (e == EAGAIN || e == EWOULDBLOCK)
         conn_fail (c, "send made no progress for %.1f s (timeout)",
                    p->pr_node->n_cfg.cf_timeout_ms / 1000.0);
-      else
+      else {
+        if (e == EPIPE || e == ECONNRESET)
+          atomic_store (&c->c_peer_closed, true);
         conn_fail (c, "send: %s", stream_error (st, e));
+      }
       pthread_mutex_lock (&p->pr_lock);
       break;
     }

@@ -185,14 +185,17 @@ sleep_locked (struct peer *p, unsigned ms)
   return !p->pr_stopping;
 }
 
-/* A connection that ended within a second of being made (refused by the
- * peer after its handshake, or failed at once): wait before the next,
+/* A connection that the peer ended within a second of being made and
+ * before it sent anything after the handshake (it refused it, having
+ * decided on the same HELLO_STATEs as we did): wait before the next,
  * longer each time in a row (up to connect-retry-max), so that two nodes
  * that keep refusing each other do not reconnect in a busy loop.  Not
- * cut short by the peer dialling us: that is the loop.  pr_lock held.
- * Returns false if stopping. */
+ * cut short by the peer dialling us: that is the loop.  A connection
+ * ended on purpose to reconnect at once (a new Primary resyncing a peer,
+ * a stale decision), by either side after it was under way, is followed
+ * by no wait.  pr_lock held.  Returns false if stopping. */
 static bool
-flap_delay_locked (struct peer *p, uint64_t lived_ns)
+flap_delay_locked (struct peer *p, uint64_t lived_ns, bool peer_closed)
 {
   unsigned max = p->pr_node->n_cfg.cf_connect_retry_max_ms;
   struct timespec ts;
@@ -202,6 +205,8 @@ flap_delay_locked (struct peer *p, uint64_t lived_ns)
     p->pr_flap_ms = 0;
     return !p->pr_stopping;
   }
+  if (!peer_closed)
+    return !p->pr_stopping;
   p->pr_flap_ms = p->pr_flap_ms == 0 ? BACKOFF_MIN_MS : p->pr_flap_ms * 2;
   if (p->pr_flap_ms > max)
     p->pr_flap_ms = max > BACKOFF_MIN_MS ? max : BACKOFF_MIN_MS;
@@ -694,10 +699,12 @@ peer_thread (void *arg)
     sync_on_lost (c, fence);
     {
       uint64_t lived = now_ns () - c->c_connected_ns;
+      bool closed = atomic_load (&c->c_peer_closed) &&
+                    !atomic_load (&c->c_heard);
 
       conn_put (c);
       pthread_mutex_lock (&p->pr_lock);
-      if (!flap_delay_locked (p, lived)) {
+      if (!flap_delay_locked (p, lived, closed)) {
         pthread_mutex_unlock (&p->pr_lock);
         break;
       }
