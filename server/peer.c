@@ -189,8 +189,9 @@ sleep_locked (struct peer *p, unsigned ms)
  * before it sent anything after the handshake (it refused it, having
  * decided on the same HELLO_STATEs as we did): wait before the next,
  * longer each time in a row (up to connect-retry-max), so that two nodes
- * that keep refusing each other do not reconnect in a busy loop.  Not
- * cut short by the peer dialling us: that is the loop.  A connection
+ * that keep refusing each other do not reconnect in a busy loop (the
+ * first in a row waits nothing).  Not cut short by the peer dialling
+ * us: that is the loop.  A connection
  * ended on purpose to reconnect at once (a new Primary resyncing a peer,
  * a stale decision), by either side after it was under way, is followed
  * by no wait.  pr_lock held.  Returns false if stopping. */
@@ -207,7 +208,14 @@ flap_delay_locked (struct peer *p, uint64_t lived_ns, bool peer_closed)
   }
   if (!peer_closed)
     return !p->pr_stopping;
-  p->pr_flap_ms = p->pr_flap_ms == 0 ? BACKOFF_MIN_MS : p->pr_flap_ms * 2;
+  /* The first such end in a row costs nothing: a peer that dropped one
+   * connection to reconnect at once (it lost its Primary and reconciles)
+   * looks the same, and its new connection must not wait. */
+  if (p->pr_flap_ms == 0) {
+    p->pr_flap_ms = BACKOFF_MIN_MS / 2;
+    return !p->pr_stopping;
+  }
+  p->pr_flap_ms *= 2;
   if (p->pr_flap_ms > max)
     p->pr_flap_ms = max > BACKOFF_MIN_MS ? max : BACKOFF_MIN_MS;
   ts = deadline_after_ns (p->pr_flap_ms * UINT64_C (1000000));
