@@ -13,7 +13,7 @@ requires test -w /dev/loop-control
 
 NBDREPL_DEMO_PREBUILT=1 timeout 600 "$(dirname "$0")/../scripts/failover-demo" \
     >"$tmpdir/demo.out" 2>&1 ||
-    { tail -n 60 "$tmpdir/demo.out"; fail "scripts/failover-demo failed"; }
+    { tail -n 200 "$tmpdir/demo.out"; fail "scripts/failover-demo failed"; }
 grep -q "Failover demo finished" "$tmpdir/demo.out" || fail "the demo did not finish"
 grep -q "err= 0" "$tmpdir/demo.out" || fail "fio's summary does not show err= 0"
 info "$(grep -E '^ +clat \(usec\)' "$tmpdir/demo.out" | tail -n 1 | sed 's/^ *//')"
