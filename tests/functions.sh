@@ -192,6 +192,16 @@ loop_detach ()
     fail "loop device $loop still holds $file 10 s after losetup -d"
 }
 
+# loop_detach_if LOOP FILE: detach LOOP only if it is still FILE's loop
+# device — for a cleanup, which may run after the test detached it
+# itself: the number may by then be another test's device (a plain
+# losetup -d would take that one away from under its file system).
+loop_detach_if ()
+{
+    losetup -l -n -O NAME -j "$2" 2>/dev/null | grep -qx -- "$1" || return 0
+    losetup -d "$1" 2>/dev/null || true
+}
+
 # umount_settled DIR: unmount, retrying (bounded, 10 s) while the kernel
 # still holds a reference it drops asynchronously (a detached loop
 # device's backing file).

@@ -154,12 +154,16 @@ node_off ()
 }
 node_reap ()
 {
-    local n=$1 kind dev
+    local n=$1 kind dev res
     wait "${HOLDER[$n]:-}" 2>/dev/null || true
     for f in "$NODES/$n/run/nbdrepl"/attach-*/device; do
         [ -f "$f" ] || continue
         read -r kind dev <"$f" || continue
-        [ "$kind" = loop ] && losetup -d "$dev" 2>/dev/null || true
+        # Only if it is still this attachment's device (the number may
+        # be another test's by now).
+        res=$(basename "$(dirname "$f")")
+        [ "$kind" = loop ] &&
+            loop_detach_if "$dev" "$(dirname "$f")/fuse/${res#attach-}" || true
     done
 }
 # reboot_fenced: boot again every node whose stack the fence device

@@ -26,7 +26,7 @@ for (( i=0; i<100; i++ )); do [ -f "$fusedir/nbd" ] && break; sleep 0.1; done
 [ -f "$fusedir/nbd" ] || fail "nbdfuse did not expose the export within 10 s"
 
 loop=$(losetup -f --show "$fusedir/nbd")
-cleanup_fn "losetup -d $loop 2>/dev/null"
+cleanup_fn "loop_detach_if $loop '$fusedir/nbd'"
 mkfs.ext4 -q -F "$loop"
 mount "$loop" "$mnt"
 cleanup_fn "umount '$mnt' 2>/dev/null"
