@@ -90,6 +90,9 @@ struct stream {
   size_t st_pend_len;
   char st_why[160];             /* the last TLS error, for stream_error */
   uint8_t *st_gather;           /* the sender's TLS_RECORD bytes */
+  bool st_rx_waited;            /* the reader's: its last read found
+                                   nothing and waited (see
+                                   tls_read_some) */
 };
 
 static int
@@ -390,9 +393,23 @@ tls_write_all (struct stream *st, const void *buf, size_t len,
   return 0;
 }
 
+/* Does OpenSSL hold input not yet read (a record, or bytes of one)? */
+static bool
+tls_pending (struct stream *st)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+  return SSL_has_pending (st->st_ssl);
+}
+
 /* Read what has arrived, at least one byte, at most len; 0 at the end
  * of the stream.  Waits up to timeout_ms (-1: no limit; then ETIMEDOUT)
- * unless stop_fd (-1: none) becomes readable (ECANCELED). */
+ * unless stop_fd (-1: none) becomes readable (ECANCELED).
+ *
+ * A reader whose last read found nothing and waited (one message at a
+ * time: queue depth 1) polls before it reads, unless OpenSSL holds
+ * input: reading first would cost a read() that finds nothing, then
+ * the poll, then the read — per message, on both nodes.  A reader that
+ * finds data waiting (under load) reads first. */
 static ssize_t
 tls_read_some (struct stream *st, void *buf, size_t len, int timeout_ms,
                int stop_fd)
@@ -400,7 +417,19 @@ tls_read_some (struct stream *st, void *buf, size_t len, int timeout_ms,
   uint8_t *p = buf;
   size_t got = 0;
   uint64_t deadline = timeout_ms < 0 ? 0 : (now_ns () / 1000000) + timeout_ms;
+  bool waited = false;
 
+  if (st->st_rx_waited && !tls_pending (st)) {
+    int w = tls_wait (st, POLLIN, timeout_ms, stop_fd);
+
+    if (w == -1)
+      return -1;
+    if (w == 0) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    waited = true;
+  }
   for (;;) {
     size_t n;
     int err, w, wait_ms;
@@ -409,7 +438,9 @@ tls_read_some (struct stream *st, void *buf, size_t len, int timeout_ms,
     if (tls_call (st, false, p + got, len - got, &n, &err, &more) == 1) {
       got += n;
       /* Take everything OpenSSL already holds, without another
-       * system call for what is not there yet. */
+       * system call for what is not there yet.  (Input left over
+       * means load: the next read goes first.) */
+      st->st_rx_waited = waited && !more;
       if (got == len || !more)
         return got;
       continue;
@@ -431,6 +462,7 @@ tls_read_some (struct stream *st, void *buf, size_t len, int timeout_ms,
                   wait_ms, stop_fd);
     if (w == -1)
       return -1;
+    waited = true;
   }
 }
 
