@@ -907,6 +907,10 @@ struct repl_node {
   struct bitmap n_md_scratch;   /* bitmap pages on their way to disk */
   atomic_uint_fast64_t n_al_waits;      /* writes that waited for a
                                            transaction */
+  /* allow-two-primaries (two-primaries.c): writes of the other Primary
+   * that overlapped ours in flight, and those of them ours superseded
+   * in part or whole. */
+  atomic_uint_fast64_t n_tp_conflicts, n_tp_kept_local;
 
   /* A diskless node (disk: none; diskless.c).  n_lock guards these. */
   bool n_diskless;

@@ -176,6 +176,11 @@ tp_apply_begin (struct conn *c, const struct repl_hdr *h, struct tp_apply *ta)
     ta->ta_pieces[i].start = parts[i].cr_start;
     ta->ta_pieces[i].end = parts[i].cr_end;
   }
+  if (nconflicts > 0) {
+    atomic_fetch_add (&node->n_tp_conflicts, 1);
+    if (ndrop > 0)
+      atomic_fetch_add (&node->n_tp_kept_local, 1);
+  }
   if (nconflicts > 0)
     log_debug ("peer %s: concurrent writes: its %s of %" PRIu32 " bytes at "
                "offset %" PRIu64 " (sequence %" PRIu64 ") overlaps %u of "
