@@ -983,6 +983,7 @@ extern int gen_clear_bitmap (struct repl_node *node, struct peer *p);
 extern int gen_adopt_current (struct repl_node *node, struct peer *p,
                               const struct gen_uuids *primary);
 extern void gen_before_write (struct repl_node *node);
+extern void gen_two_primaries_lost (struct repl_node *node);
 extern void gen_withdraw (struct repl_node *node);
 extern int gen_commit (struct repl_node *node);
 extern int gen_force_primary (struct repl_node *node);

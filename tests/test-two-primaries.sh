@@ -17,7 +17,7 @@ requires jq --version
 requires /usr/bin/python3 -c "import nbd"
 
 BLOCKS=64                       # 256 KiB: the two writers meet all the time
-ROUNDS=5
+ROUNDS=${TWOPRIM_ROUNDS:-5}
 ROUND_SECS=4                    # 5 rounds of 4 s: 20 s of writing
 MAXWRITES=1000000
 TWOPRIM="/usr/bin/python3 $(dirname "$0")/twoprim.py"
@@ -109,6 +109,25 @@ grep -q "node1: auto-promoted by a client" "$tmpdir/node1.log" ||
 wait_for node1 '.role == "Secondary"' 15
 wait_uptodate node0 30
 same_disks node0 node1
+
+# A disconnect while both are Primary: both start a new generation at
+# once, so that meeting again is a split brain, never a resync that
+# overwrites the writes of one side.  (node1 writes nothing after the
+# cut: a generation started only at a next write would have left it in
+# the old one, node0's sync target once demoted.)
+"$REPLCTL" -s "$(sock node1)" primary >/dev/null || fail "promoting node1 again failed"
+wait_for node0 '.peers[0].role == "Primary"' 15
+"$REPLCTL" -s "$(sock node0)" disconnect node1 >/dev/null || fail "disconnect failed"
+wait_log node0 "lost the other Primary" 15
+wait_log node1 "lost the other Primary" 15
+timed 30 nbdsh -u "$(uri node0)" -c "h.pwrite(b'w' * 4096, 8192)" ||
+    fail "node0 does not serve after the disconnect"
+"$REPLCTL" -s "$(sock node1)" secondary >/dev/null || fail "demoting node1 failed"
+"$REPLCTL" -s "$(sock node0)" connect node1 >/dev/null || fail "connect failed"
+wait_log node0 "refusing connection: split-brain" 20
+status_json node1 | jq -e '.peers[0].connection != "Connected"' >/dev/null ||
+    fail "node1 connected to node0 after both were Primary apart"
+info "apart as two primaries: $(grep -m1 -o 'refusing connection: split-brain[^;]*' "$tmpdir/node0.log")"
 
 # Both nodes must agree on allow-two-primaries: node1 restarted without
 # it is refused, and says why.
