@@ -25,7 +25,12 @@ decide_quorum (enum repl_quorum quorum, unsigned votes, unsigned total)
 enum promote_verdict
 decide_promote (const struct promote_case *c)
 {
-  if (c->pc_peer_primary)
+  /* A second Primary only with allow-two-primaries, and only as a copy
+   * of the first: never forced (that would make the other Primary a
+   * sync target), never diskless (config_load refuses that anyway). */
+  if (c->pc_peer_primary &&
+      !(c->pc_two_primaries && !c->pc_diskless &&
+        c->pc_disk == REPL_DISK_UPTODATE))
     return PROMOTE_REFUSE_PEER_PRIMARY;
   if (!c->pc_quorum)
     return PROMOTE_REFUSE_NO_QUORUM;

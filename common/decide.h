@@ -31,6 +31,7 @@ extern bool decide_quorum (enum repl_quorum quorum, unsigned votes,
 /* The facts for a promotion. */
 struct promote_case {
   bool pc_peer_primary;         /* a connected peer is Primary */
+  bool pc_two_primaries;        /* allow-two-primaries: true */
   bool pc_quorum;               /* decide_quorum, now */
   bool pc_diskless;             /* this node has no disk ... */
   bool pc_storage_uptodate;     /* ... and an UpToDate storage node is
@@ -45,7 +46,9 @@ enum promote_verdict {
                                    UpToDate: its data is declared
                                    authoritative (a new generation) */
   PROMOTE_REFUSE_PEER_PRIMARY,  /* a connected peer is Primary (also
-                                   with --force: never two) */
+                                   with --force: never two), unless
+                                   allow-two-primaries and this node is
+                                   UpToDate */
   PROMOTE_REFUSE_NO_QUORUM,
   PROMOTE_REFUSE_NO_STORAGE,    /* diskless, no UpToDate storage node */
   PROMOTE_REFUSE_DISK,          /* not UpToDate, and no --force */

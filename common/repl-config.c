@@ -1488,7 +1488,8 @@ enum { TOP_RESOURCE, TOP_PROTOCOL, TOP_AUTO_PROMOTE, TOP_QUORUM,
        TOP_METADATA, TOP_RESYNC, TOP_HANDLERS, TOP_READ_BALANCING,
        TOP_SECRET, TOP_SECRET_FILE, TOP_DATA_INTEGRITY, TOP_TLS, TOP_TLS_CA,
        TOP_TLS_CERT, TOP_TLS_KEY, TOP_NODES, TOP_FENCING, TOP_FENCING_TIMEOUT,
-       TOP_TLS_ALLOW_WILDCARD, TOP_CONTROL_GROUP, TOP_NKEYS };
+       TOP_TLS_ALLOW_WILDCARD, TOP_CONTROL_GROUP, TOP_ALLOW_TWO_PRIMARIES,
+       TOP_NKEYS };
 
 static const char *const top_keys[TOP_NKEYS] = {
   [TOP_RESOURCE] = "resource",
@@ -1515,6 +1516,7 @@ static const char *const top_keys[TOP_NKEYS] = {
   [TOP_FENCING_TIMEOUT] = "fencing-timeout",
   [TOP_TLS_ALLOW_WILDCARD] = "tls-allow-wildcard",
   [TOP_CONTROL_GROUP] = "control-group",
+  [TOP_ALLOW_TWO_PRIMARIES] = "allow-two-primaries",
 };
 
 /* secret: the shared secret of the resource, as written (at least
@@ -1726,6 +1728,37 @@ check_diskless (struct loader *ld, struct repl_config *cfg,
   return 0;
 }
 
+/* allow-two-primaries: true (live migration: the disk open read-write
+ * on two hosts at once).  Concurrent writes are ordered between the two
+ * primaries when each waits for the other's disk (protocol C), and only
+ * between two storage nodes: a third node, or a diskless one, would
+ * receive the two primaries' writes on two connections in no agreed
+ * order (server/two-primaries.c). */
+static int
+check_two_primaries (struct loader *ld, struct repl_config *cfg,
+                     const yaml_node_t *key, const yaml_node_t *val)
+{
+  if (get_bool (ld, "", key, val, &cfg->cf_two_primaries) == -1)
+    return -1;
+  if (!cfg->cf_two_primaries)
+    return 0;
+  if (cfg->cf_protocol != 'C') {
+    load_error (ld, node_line (val), "allow-two-primaries: true needs "
+                "protocol: C (protocol is %c): two primaries order their "
+                "overlapping writes only once each is on both disks",
+                cfg->cf_protocol);
+    return -1;
+  }
+  if (cfg->cf_nnodes != 2 || cfg->cf_has_diskless) {
+    load_error (ld, node_line (val), "allow-two-primaries: true needs "
+                "exactly two nodes, both with a disk (this file has %zu "
+                "node(s)%s)", cfg->cf_nnodes,
+                cfg->cf_has_diskless ? ", one diskless" : "");
+    return -1;
+  }
+  return 0;
+}
+
 static int
 parse_top (struct loader *ld, struct repl_config *cfg)
 {
@@ -1884,6 +1917,10 @@ parse_top (struct loader *ld, struct repl_config *cfg)
   if (parse_nodes (ld, keys[TOP_NODES], vals[TOP_NODES], cfg) == -1)
     return -1;
   if (check_diskless (ld, cfg, root) == -1)
+    return -1;
+  if (vals[TOP_ALLOW_TWO_PRIMARIES] &&
+      check_two_primaries (ld, cfg, keys[TOP_ALLOW_TWO_PRIMARIES],
+                           vals[TOP_ALLOW_TWO_PRIMARIES]) == -1)
     return -1;
   if (parse_tls (ld, keys, vals, cfg) == -1)
     return -1;

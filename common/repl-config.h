@@ -176,6 +176,9 @@ struct repl_config {
   char *cf_resource;
   char cf_protocol;             /* 'A', 'B' or 'C' */
   bool cf_auto_promote;         /* promote on the first client open */
+  bool cf_two_primaries;        /* allow-two-primaries: a second node may
+                                   be promoted while one is Primary
+                                   (protocol C, two storage nodes) */
   bool cf_has_diskless;         /* a node has disk: none */
   bool cf_data_integrity;       /* data-integrity: crc32c */
   /* secret / secret-file: the shared secret that authenticates the

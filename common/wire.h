@@ -141,7 +141,10 @@ enum repl_msg_type {
 /* HELLO features. */
 #define REPL_FEATURE_AUTH   0x00000001  /* the sender has a secret and
                                            authenticates (peer-auth.c) */
-#define REPL_FEATURES_KNOWN REPL_FEATURE_AUTH
+#define REPL_FEATURE_TWO_PRIMARIES 0x00000002 /* the sender's configuration
+                                           has allow-two-primaries: true;
+                                           both ends must agree */
+#define REPL_FEATURES_KNOWN (REPL_FEATURE_AUTH | REPL_FEATURE_TWO_PRIMARIES)
 
 #define REPL_FLAG_FUA       0x0001
 #define REPL_FLAG_MAY_TRIM  0x0002

@@ -8,7 +8,7 @@
  * policies, cork, data-integrity, auto-promote, read balancing, the
  * handlers), or one that may not (the resource, the nodes and their
  * addresses, disks, metadata and control sockets, the protocol, the
- * secret, TLS, al-updates): a change to any of the latter refuses the
+ * secret, TLS, al-updates, allow-two-primaries): a change to any of the latter refuses the
  * whole adjust, naming the key, and nothing changes.  The values are
  * stored one by one (atomically: the engine reads them without a
  * lock); net buffer sizes apply to new connections, the rest at once.
@@ -78,6 +78,9 @@ fixed_key_changed (const struct repl_config *a, const struct repl_config *b,
     return "tls / tls-ca";
   if (a->cf_al_updates != b->cf_al_updates)
     return "metadata.al-updates";
+  if (a->cf_two_primaries != b->cf_two_primaries)
+    return "allow-two-primaries (both nodes must change it together: "
+           "stop the resource, change it everywhere, start it)";
   if (a->cf_nnodes != b->cf_nnodes)
     return "nodes (a node added or removed: not at run time yet; restart "
            "the nodes one at a time)";

@@ -107,6 +107,7 @@ struct node_snapshot {
   uint64_t al_seq;              /* last durable transaction */
   bool al_failed;
   uint64_t al_waits;
+  uint64_t tp_conflicts, tp_kept_local;
 };
 
 static void
@@ -223,6 +224,8 @@ snapshot_node (struct repl_node *node, struct node_snapshot *ns)
     pthread_mutex_unlock (&node->n_al_lock);
   }
   ns->al_waits = atomic_load (&node->n_al_waits);
+  ns->tp_conflicts = atomic_load (&node->n_tp_conflicts);
+  ns->tp_kept_local = atomic_load (&node->n_tp_kept_local);
 }
 
 /* Whether the superblock copy can be shown. */
@@ -579,6 +582,8 @@ json_node_meta (struct buf *b, struct repl_node *node,
               ",\"al_waits\":%" PRIu64 ",\"al_failed\":%s",
               ns->al_active, ns->al_slots, ns->al_extent_size, ns->al_seq,
               ns->al_waits, ns->al_failed ? "true" : "false");
+  buf_printf (b, ",\"write_conflicts\":%" PRIu64 ",\"write_conflicts_"
+              "kept_local\":%" PRIu64, ns->tp_conflicts, ns->tp_kept_local);
 }
 
 /* The JSON keys about a peer's generations and resync speed, each

@@ -36,8 +36,13 @@ forward_may_feed_us (struct conn *c)
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
 
-  if (node_role (node) == REPL_ROLE_PRIMARY || node->n_diskless)
+  if (node->n_diskless)
     return false;
+  /* allow-two-primaries: the other Primary's writes too
+   * (two-primaries.c orders them with ours). */
+  if (node_role (node) == REPL_ROLE_PRIMARY)
+    return node->n_cfg.cf_two_primaries && c->c_role == REPL_ROLE_PRIMARY &&
+           !c->c_peer_diskless;
   if (c->c_role == REPL_ROLE_PRIMARY)
     return true;
   return !c->c_peer_diskless && node_primary_is_diskless_or_none (node);

@@ -416,8 +416,34 @@ gen_force_primary (struct repl_node *node)
  * Writes that were in flight when the peer went are in the bitmap and
  * in the activity log; a reconnect in the same generation resyncs what
  * the bitmap holds (peer-sync.c). */
+static void start_generation (struct repl_node *node, bool tentative);
+
 void
 gen_before_write (struct repl_node *node)
+{
+  start_generation (node, true);
+}
+
+/* allow-two-primaries: the connection to the other Primary was lost
+ * while this node is Primary too.  A write of ours in flight then may
+ * have been answered without the peer (quorum off), and the peer's may
+ * be on its disk only: both sides hold data the other lacks, whether or
+ * not either writes again.  So each starts a new generation at once,
+ * not at its next write, and not tentative (it may already hold an
+ * answered write): when they meet again the generations are a split
+ * brain, which the split-brain policies or the operator resolve, never
+ * a resync that silently overwrites the writes of one side.  Without
+ * quorum nothing starts (gen_before_write's rule): the writes in flight
+ * failed. */
+void
+gen_two_primaries_lost (struct repl_node *node)
+{
+  atomic_store (&node->n_gen_pending, true);
+  start_generation (node, false);
+}
+
+static void
+start_generation (struct repl_node *node, bool tentative)
 {
   struct md_super sb;
   struct gen_uuids u;
@@ -466,7 +492,8 @@ gen_before_write (struct repl_node *node)
   old = u.gu_current;
   uuid_new_current (&u, fresh);
   /* Until one of its writes completes (gen_commit). */
-  u.gu_flags |= GU_FLAG_TENTATIVE;
+  if (tentative)
+    u.gu_flags |= GU_FLAG_TENTATIVE;
   apply_view (&sb, first, &u);
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *q = node->n_peers[i];
@@ -480,7 +507,7 @@ gen_before_write (struct repl_node *node)
     struct md_super before = node->n_md.md_super;
 
     r = meta_write_super_locked (node, &sb);
-    if (r == 0) {
+    if (r == 0 && tentative) {
       node->n_gen_before = before;
       atomic_store (&node->n_gen_started, fresh);
       atomic_store (&node->n_gen_unacked, true);
@@ -491,9 +518,11 @@ gen_before_write (struct repl_node *node)
     atomic_store (&node->n_gen_pending, true);
     return;
   }
-  log_info ("node %s: first write with peer %s away: new current UUID %016"
+  log_info ("node %s: %s peer %s away: new current UUID %016"
             PRIx64 " (its bitmap counts from %016" PRIx64 ")",
-            node->n_self->nc_name, first->pr_cfg->nc_name, fresh, old);
+            node->n_self->nc_name, tentative ? "first write with"
+            : "lost the other Primary (allow-two-primaries),",
+            first->pr_cfg->nc_name, fresh, old);
   for (i = 0; i < node->n_npeers; i++)
     if (!away[i])
       sync_send_uuids (node->n_peers[i]);

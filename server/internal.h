@@ -111,10 +111,22 @@ extern int volume_zero (struct volume *vol, uint32_t count, uint64_t offset,
 /* ---- interval-lock.c ------------------------------------------------ */
 
 /* Serialises requests whose byte ranges overlap; others run in parallel.
- * A held range lives on the holder's stack. */
+ * A held range lives on the holder's stack.  With allow-two-primaries a
+ * client write of this node says what the other Primary's writes need
+ * to know of it (two-primaries.c), and such a write may be held over
+ * ranges that are already held (tp_apply_begin). */
+struct peer_ticket;
 struct ilock_range {
   uint64_t ir_start, ir_end;    /* [start, end) */
   struct ilock_range *ir_next, *ir_prev;
+  bool ir_local;                /* a client write of this node
+                                   (ilock_acquire_local) */
+  struct peer_ticket *ir_ticket; /* ... its message to the other
+                                   Primary: pt_conn and pt_seq under
+                                   that peer's pr_lock */
+  bool ir_local_done;           /* ... it is on our disk (il_lock) */
+  bool ir_queued;               /* ... its message is queued to the
+                                   peer, or will not be sent (il_lock) */
 };
 
 struct interval_lock {
@@ -129,6 +141,26 @@ extern void ilock_destroy (struct interval_lock *il);
 extern void ilock_acquire (struct interval_lock *il, struct ilock_range *r,
                            uint64_t offset, uint64_t len);
 extern void ilock_release (struct interval_lock *il, struct ilock_range *r);
+extern void ilock_acquire_local (struct interval_lock *il,
+                                 struct ilock_range *r, uint64_t offset,
+                                 uint64_t len, struct peer_ticket *t);
+extern void ilock_mark (struct interval_lock *il, struct ilock_range *r,
+                        bool local_done, bool queued);
+
+/* two-primaries.c */
+#define TP_MAX_CONFLICTS 64     /* local writes one peer write may
+                                   overlap at once (more: it waits) */
+struct rx_msg;
+struct conn;
+struct tp_apply {
+  struct ilock_range ta_range;  /* held from begin to end */
+  size_t ta_npieces;            /* the parts of the peer write to apply */
+  struct { uint64_t start, end; } ta_pieces[TP_MAX_CONFLICTS + 1];
+};
+extern int tp_apply_begin (struct conn *c, const struct repl_hdr *h,
+                           struct tp_apply *ta);
+extern void tp_apply_end (struct conn *c, const struct rx_msg *m,
+                          struct tp_apply *ta, bool ack);
 
 /* ---- metrics.c ------------------------------------------------------ */
 
@@ -520,6 +552,9 @@ struct peer_ticket {
                                    just the received one */
   bool pt_answered;             /* that ACK came (set under pr_lock
                                    before the waiter completes) */
+  struct ilock_range *pt_range; /* allow-two-primaries: the client
+                                   write's range, marked queued when the
+                                   message is (peer-send.c), or NULL */
 };
 
 /* peer-send.c */
@@ -561,6 +596,8 @@ struct rx {
   uint8_t *rx_buf;              /* RECV_BUF_SIZE bytes */
   size_t rx_fill;               /* bytes in rx_buf not yet handled */
   struct waiter *rx_done[PEER_WINDOW]; /* an ACK's writers to complete */
+  uint64_t rx_acked;            /* the highest seq acknowledged on its
+                                   own (two-primaries.c), or 0 */
 };
 /* A message as the receive loop hands it to its handler. */
 struct rx_msg {
@@ -572,6 +609,8 @@ struct rx_msg {
   struct rx *m_rx;
 };
 extern void conn_receive_loop (struct conn *c);
+extern void rx_queue_ack (struct conn *c, struct rx *rx, uint64_t seq);
+extern void rx_wait_ack_sent (struct conn *c);
 extern void ticket_wait_own_ack (struct peer_ticket *t);
 
 /* secondary.c: each returns 0, -1 (the connection failed) or -2 (the
@@ -647,6 +686,8 @@ extern void peer_update_pause_locked (struct peer *p);
 extern void node_set_disk (struct repl_node *node, enum repl_disk_state disk);
 extern void node_set_role_locked (struct repl_node *node,
                                   enum repl_role role);
+extern void node_peer_role_locked (struct repl_node *node,
+                                   const struct peer *p, bool primary);
 
 /* resync.c */
 extern void *resync_thread (void *arg);
@@ -866,6 +907,10 @@ struct repl_node {
   struct bitmap n_md_scratch;   /* bitmap pages on their way to disk */
   atomic_uint_fast64_t n_al_waits;      /* writes that waited for a
                                            transaction */
+  /* allow-two-primaries (two-primaries.c): writes of the other Primary
+   * that overlapped ours in flight, and those of them ours superseded
+   * in part or whole. */
+  atomic_uint_fast64_t n_tp_conflicts, n_tp_kept_local;
 
   /* A diskless node (disk: none; diskless.c).  n_lock guards these. */
   bool n_diskless;
@@ -938,6 +983,7 @@ extern int gen_clear_bitmap (struct repl_node *node, struct peer *p);
 extern int gen_adopt_current (struct repl_node *node, struct peer *p,
                               const struct gen_uuids *primary);
 extern void gen_before_write (struct repl_node *node);
+extern void gen_two_primaries_lost (struct repl_node *node);
 extern void gen_withdraw (struct repl_node *node);
 extern int gen_commit (struct repl_node *node);
 extern int gen_force_primary (struct repl_node *node);

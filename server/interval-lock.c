@@ -43,12 +43,15 @@ overlaps_held (const struct interval_lock *il, uint64_t start, uint64_t end)
   return false;
 }
 
-void
-ilock_acquire (struct interval_lock *il, struct ilock_range *r,
-               uint64_t offset, uint64_t len)
+static void
+acquire (struct interval_lock *il, struct ilock_range *r, uint64_t offset,
+         uint64_t len, bool local, struct peer_ticket *t)
 {
   r->ir_start = offset;
   r->ir_end = offset + (len > 0 ? len : 1);   /* a flush-like 0 still orders */
+  r->ir_local = local;
+  r->ir_ticket = t;
+  r->ir_local_done = r->ir_queued = false;
 
   pthread_mutex_lock (&il->il_lock);
   while (overlaps_held (il, r->ir_start, r->ir_end)) {
@@ -61,6 +64,41 @@ ilock_acquire (struct interval_lock *il, struct ilock_range *r,
   if (il->il_held)
     il->il_held->ir_prev = r;
   il->il_held = r;
+  pthread_mutex_unlock (&il->il_lock);
+}
+
+void
+ilock_acquire (struct interval_lock *il, struct ilock_range *r,
+               uint64_t offset, uint64_t len)
+{
+  acquire (il, r, offset, len, false, NULL);
+}
+
+/* allow-two-primaries: a client write of this node, whose message to
+ * the other Primary is t (two-primaries.c reads it while the range is
+ * held). */
+void
+ilock_acquire_local (struct interval_lock *il, struct ilock_range *r,
+                     uint64_t offset, uint64_t len, struct peer_ticket *t)
+{
+  acquire (il, r, offset, len, true, t);
+}
+
+/* A held client write is on our disk (local_done) or its message is
+ * queued to the other Primary, or will not be sent (queued): a peer
+ * write waiting for it may look again (tp_apply_begin).  Called under
+ * the peer's pr_lock by the sender (peer-send.c), or with no lock. */
+void
+ilock_mark (struct interval_lock *il, struct ilock_range *r, bool local_done,
+            bool queued)
+{
+  pthread_mutex_lock (&il->il_lock);
+  if (local_done)
+    r->ir_local_done = true;
+  if (queued)
+    r->ir_queued = true;
+  if (il->il_waiters > 0)
+    pthread_cond_broadcast (&il->il_cond);
   pthread_mutex_unlock (&il->il_lock);
 }
 

@@ -66,6 +66,35 @@ send_ack (struct conn *c, enum repl_msg_type type,
   pthread_mutex_unlock (&p->pr_lock);
 }
 
+/* allow-two-primaries: the ACK of the peer write seq, queued at once
+ * (two-primaries.c: before the write's range is let go).  The reader's
+ * c_ack_msg is free: every ACK before it was waited for. */
+void
+rx_queue_ack (struct conn *c, struct rx *rx, uint64_t seq)
+{
+  struct peer *p = c->c_peer;
+
+  pthread_mutex_lock (&p->pr_lock);
+  if (!c->c_failed) {
+    out_msg_init (&c->c_ack_msg, REPL_MSG_ACK, 0, 0, seq, 0, NULL, 0);
+    conn_queue_locked (c, &c->c_ack_msg);
+    rx->rx_acked = seq;
+  }
+  pthread_mutex_unlock (&p->pr_lock);
+}
+
+/* ... and wait until it has left. */
+void
+rx_wait_ack_sent (struct conn *c)
+{
+  struct peer *p = c->c_peer;
+
+  pthread_mutex_lock (&p->pr_lock);
+  while (!c->c_ack_msg.om_done && !c->c_failed)
+    pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+  pthread_mutex_unlock (&p->pr_lock);
+}
+
 /* After an ACK: wake the writers it completes, then send the writes
  * held for it (cork, peer-send.c), if any were queued when the ACK was
  * handled (held).  In this order the woken writers' clients have a
@@ -349,6 +378,10 @@ handle_batch (struct conn *c, struct rx *rx,
     if (have < h.length &&
         !(rx->rx_pipe[0] >= 0 && h.length >= LARGE_MESSAGE &&
           c->c_away_mask == 0 &&       /* forwarding needs the data */
+          !p->pr_node->n_cfg.cf_two_primaries && /* ... and so do the
+                                                    parts of a peer
+                                                    write (two-
+                                                    primaries.c) */
           !(h.flags & REPL_FLAG_DIGEST) &&      /* ... and so does the digest */
           (h.type == REPL_MSG_WRITE || h.type == REPL_MSG_RESYNC_DATA)))
       break;
@@ -402,7 +435,7 @@ handle_batch (struct conn *c, struct rx *rx,
     atomic_fetch_add_explicit (&p->pr_bytes_received, nbytes,
                                memory_order_relaxed);
   }
-  if (received > 0)
+  if (received > rx->rx_acked)  /* (two primaries: ACKed one by one) */
     send_ack (c, REPL_MSG_ACK, received, 0);
   return pos;
 }

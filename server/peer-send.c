@@ -392,6 +392,10 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
                     type == REPL_MSG_FLUSH || (flags & REPL_FLAG_FUA);
     t->pt_answered = false;
     f->if_ticket = t;
+    /* Two primaries: the other's writes to the range may go on now
+     * (before we send, which may wait for the peer to read). */
+    if (t->pt_range != NULL)
+      ilock_mark (&p->pr_node->n_ilock, t->pt_range, false, true);
   }
   if (hold_for_answer (c, type, count, on_send, t))
     append_locked (c, om);      /* the next ACK sends it (handle_ack) */

@@ -254,7 +254,9 @@ peer_send_hello (struct peer *p, struct stream *st)
   struct repl_hdr h;
   struct repl_hello hello = {
     .version = REPL_PROTO_VERSION,
-    .features = node->n_cfg.cf_secret_len > 0 ? REPL_FEATURE_AUTH : 0,
+    .features = (node->n_cfg.cf_secret_len > 0 ? REPL_FEATURE_AUTH : 0) |
+                (node->n_cfg.cf_two_primaries ? REPL_FEATURE_TWO_PRIMARIES
+                                              : 0),
     .node_id = node->n_self->nc_id,
     .peer_id = p->pr_cfg->nc_id,
   };
@@ -410,6 +412,16 @@ peer_check_ident (struct peer *p, const struct repl_hello *h,
               PRIu32 " talking to id %" PRIu32 ", expected %u talking to %u "
               "(do both nodes use the same configuration?)",
               h->node_id, h->peer_id, p->pr_cfg->nc_id, node->n_self->nc_id);
+    return -1;
+  }
+  /* Two primaries order their writes only if both know they may be two
+   * (DRBD refuses such a connection too). */
+  if (((h->features & REPL_FEATURE_TWO_PRIMARIES) != 0) !=
+      node->n_cfg.cf_two_primaries) {
+    snprintf (err, errlen, "refusing connection: allow-two-primaries is %s "
+              "here and %s on the peer; both nodes must use the same value",
+              node->n_cfg.cf_two_primaries ? "true" : "false",
+              node->n_cfg.cf_two_primaries ? "false" : "true");
     return -1;
   }
   return 0;
@@ -677,7 +689,7 @@ peer_thread (void *arg)
 
     pthread_mutex_lock (&node->n_lock);
     if (c->c_hello.role == REPL_ROLE_PRIMARY)
-      node->n_primary_id = p->pr_cfg->nc_id;
+      node_peer_role_locked (node, p, true);
     pthread_mutex_unlock (&node->n_lock);
     node_quorum_changed (node);
 
@@ -697,8 +709,7 @@ peer_thread (void *arg)
     stream_free (st);
 
     pthread_mutex_lock (&node->n_lock);
-    if (node->n_primary_id == (int) p->pr_cfg->nc_id)
-      node->n_primary_id = -1;
+    node_peer_role_locked (node, p, false);
     pthread_mutex_unlock (&node->n_lock);
     log_info ("peer %s: disconnected", name);
     node_quorum_changed (node);

@@ -316,6 +316,13 @@ role_check_peer_role (struct repl_node *node, struct conn *c, uint32_t role,
   ours = node->n_role;
   primary_id = node->n_primary_id;
   pthread_mutex_unlock (&node->n_lock);
+  /* allow-two-primaries: the peer may be Primary beside us (the two
+   * order their writes, two-primaries.c).  Only a storage peer in our
+   * generation connects then: the decision at connect refuses a
+   * Primary that would be a sync target. */
+  if (node->n_cfg.cf_two_primaries && !c->c_peer_diskless &&
+      !node->n_diskless)
+    return 0;
   if (ours == REPL_ROLE_PRIMARY) {
     snprintf (err, errlen, "refusing connection: both this node and the "
               "peer are Primary; only one node may be primary%s",
@@ -424,6 +431,7 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
       c.pc_storage_uptodate = true;
   }
   c.pc_peer_primary = primary != NULL;
+  c.pc_two_primaries = node->n_cfg.cf_two_primaries;
   c.pc_quorum = node_has_quorum (node);
   pthread_mutex_lock (&node->n_lock);
   disk = c.pc_disk = node->n_disk;
@@ -431,8 +439,14 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
 
   switch (decide_promote (&c)) {
   case PROMOTE_REFUSE_PEER_PRIMARY:
-    snprintf (err, errlen, "peer %s is Primary; demote it first "
-              "(replctl secondary on it)", primary);
+    if (node->n_cfg.cf_two_primaries)
+      snprintf (err, errlen, "peer %s is Primary; a second Primary "
+                "(allow-two-primaries) must have an UpToDate disk and "
+                "cannot be forced", primary);
+    else
+      snprintf (err, errlen, "peer %s is Primary; demote it first "
+                "(replctl secondary on it), or set allow-two-primaries: "
+                "true on both nodes", primary);
     return -1;
   case PROMOTE_REFUSE_NO_QUORUM:
     snprintf (err, errlen, "no quorum: too few nodes are connected "
@@ -531,6 +545,26 @@ demote (struct repl_node *node, char *err, size_t errlen)
   node_set_role_locked (node, REPL_ROLE_SECONDARY);
   pthread_mutex_unlock (&node->n_lock);
   log_info ("node %s: now Secondary", node->n_self->nc_name);
+  /* Two primaries: the other one is this node's primary now. */
+  if (node->n_cfg.cf_two_primaries) {
+    size_t i;
+
+    for (i = 0; i < node->n_npeers; i++) {
+      struct peer *p = node->n_peers[i];
+      struct conn *c;
+      bool primary;
+
+      pthread_mutex_lock (&p->pr_lock);
+      c = peer_conn_locked (p);
+      primary = c != NULL && c->c_role == REPL_ROLE_PRIMARY;
+      pthread_mutex_unlock (&p->pr_lock);
+      if (primary) {
+        pthread_mutex_lock (&node->n_lock);
+        node_peer_role_locked (node, p, true);
+        pthread_mutex_unlock (&node->n_lock);
+      }
+    }
+  }
   return 0;
 }
 
@@ -655,10 +689,7 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   }
   pthread_mutex_unlock (&p->pr_lock);
   pthread_mutex_lock (&node->n_lock);
-  if (h->offset == REPL_ROLE_PRIMARY)
-    node->n_primary_id = p->pr_cfg->nc_id;
-  else if (node->n_primary_id == (int) p->pr_cfg->nc_id)
-    node->n_primary_id = -1;
+  node_peer_role_locked (node, p, h->offset == REPL_ROLE_PRIMARY);
   pthread_mutex_unlock (&node->n_lock);
   log_info ("peer %s: now %s, %s", p->pr_cfg->nc_name,
             role_name (h->offset), disk_state_name (h->seq));

@@ -108,6 +108,40 @@ write_data (struct conn *c, const struct rx_msg *m)
          ? -2 : 0;
 }
 
+/* allow-two-primaries: the parts of a WRITE, TRIM or ZERO that
+ * tp_apply_begin kept (the payload is all in memory: no splice).
+ * 0 or -2 (disk). */
+static int
+apply_parts (struct repl_node *node, const struct repl_hdr *h,
+             const uint8_t *payload, const struct tp_apply *ta)
+{
+  struct volume *vol = &node->n_vol;
+  size_t i;
+
+  for (i = 0; i < ta->ta_npieces; i++) {
+    uint64_t off = ta->ta_pieces[i].start;
+    uint32_t len = ta->ta_pieces[i].end - off;
+    int r;
+
+    switch (h->type) {
+    case REPL_MSG_WRITE:
+      r = volume_pwrite (vol, payload + (off - h->offset), len, off);
+      break;
+    case REPL_MSG_TRIM:
+      r = volume_trim (vol, len, off);
+      break;
+    case REPL_MSG_ZERO:
+      r = volume_zero (vol, len, off, h->flags & REPL_FLAG_MAY_TRIM);
+      break;
+    default:
+      abort ();
+    }
+    if (r == -1)
+      return -2;
+  }
+  return 0;
+}
+
 /* WRITE, TRIM, ZERO, FLUSH from our primary.  A secondary keeps an
  * activity log too: after its own crash, what it had acknowledged but
  * not yet flushed is resynced from the primary (the extents travel in
@@ -125,19 +159,34 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
   struct volume *vol = &node->n_vol;
   struct out_msg fwd_msgs[REPL_MAX_NODES];
   struct ilock_range range;
+  struct tp_apply ta;
   struct waiter fwd;
   bool forwarding = c->c_away_mask != 0;
   bool data = h->type != REPL_MSG_FLUSH;
+  bool two = data && node->n_cfg.cf_two_primaries;
   int r = 0;
 
   if (check_digest (c, h, payload) == -1)
+    return -1;
+  /* Two primaries: ordered with our own writes (two-primaries.c). */
+  if (two && tp_apply_begin (c, h, &ta) == -1)
     return -1;
   if (forwarding && data)
     ilock_acquire (&node->n_ilock, &range, h->offset, h->count);
   if (data && meta_al_begin (node, h->offset, h->count) == -1) {
     if (forwarding)
       ilock_release (&node->n_ilock, &range);
+    if (two)
+      tp_apply_end (c, m, &ta, false);
     return -2;
+  }
+  if (two) {
+    r = apply_parts (node, h, payload, &ta);
+    meta_al_end (node, h->offset, h->count);
+    if (r == 0 && (h->flags & REPL_FLAG_FUA) && volume_flush (vol) == -1)
+      r = -2;
+    tp_apply_end (c, m, &ta, r == 0);
+    return r;
   }
   switch (h->type) {
   case REPL_MSG_WRITE:

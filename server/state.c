@@ -86,6 +86,23 @@ node_set_role_locked (struct repl_node *node, enum repl_role role)
   pthread_cond_broadcast (&node->n_cond);
 }
 
+/* Peer p is Primary (or no longer, or gone): n_primary_id names the
+ * primary as far as we know.  With two primaries (allow-two-primaries)
+ * a Primary names itself; the peer's role is in its connection.
+ * n_lock held. */
+void
+node_peer_role_locked (struct repl_node *node, const struct peer *p,
+                       bool primary)
+{
+  ASSERT_LOCKED (&node->n_lock);
+  if (node->n_role == REPL_ROLE_PRIMARY)
+    node->n_primary_id = node->n_self->nc_id;
+  else if (primary)
+    node->n_primary_id = p->pr_cfg->nc_id;
+  else if (node->n_primary_id == (int) p->pr_cfg->nc_id)
+    node->n_primary_id = -1;
+}
+
 /* Change p's connection state along Connecting -> Handshake ->
  * Connected -> Disconnecting -> Connecting (or Handshake -> Connecting).
  * Anything else is a bug of ours.  pr_lock held.  (Connects and

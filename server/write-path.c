@@ -79,10 +79,15 @@ mark_failed_local (struct repl_node *node, uint32_t count, uint64_t offset)
 /* Replicate one message (at most REPL_MAX_PAYLOAD of data) and apply it
  * locally; returns when the local disk and every connected peer are done.
  * While it waits, the writer reads the first peer's answer itself when
- * nobody else is reading that connection (peer-receive.c). */
+ * nobody else is reading that connection (peer-receive.c).
+ *
+ * With allow-two-primaries (tp, the range to hold, not NULL) the
+ * message holds its own range (two-primaries.c), and is written to the
+ * local disk before it is queued: what the other Primary's overlapping
+ * writes wait for then never waits for the network. */
 static int
 replicate (struct repl_node *node, const struct local_op *op,
-           uint32_t count, uint64_t offset)
+           uint32_t count, uint64_t offset, struct ilock_range *tp)
 {
   struct out_msg msgs[REPL_MAX_NODES];
   struct peer_ticket tickets[REPL_MAX_NODES];
@@ -98,18 +103,37 @@ replicate (struct repl_node *node, const struct local_op *op,
     flags |= REPL_FLAG_MAY_TRIM;
 
   waiter_init (&w, 0);
+  for (i = 0; i < node->n_npeers; i++)
+    tickets[i] = (struct peer_ticket) { .pt_conn = NULL,
+                                        .pt_range = tp };
+  if (tp != NULL) {
+    /* Two storage nodes (config_load): our one peer's ticket. */
+    ilock_acquire_local (&node->n_ilock, tp, offset, count, &tickets[0]);
+    r = local_apply (node, op, count, offset);
+    saved_errno = errno;
+    ilock_mark (&node->n_ilock, tp, true, r == -1);
+    if (r == -1) {              /* nothing sent; the peers get the range
+                                   from our disk (mark_failed_local) */
+      waiter_destroy (&w);
+      goto done;
+    }
+  }
   for (i = 0; i < node->n_npeers; i++) {
-    tickets[i] = (struct peer_ticket) { .pt_conn = NULL };
     if (node->n_peers[i]->pr_cfg->nc_diskless)
       continue;                 /* a diskless secondary keeps nothing */
     if (peer_submit (node->n_peers[i], op->lo_type, flags, op->lo_buf,
                      op->lo_type == REPL_MSG_FLUSH ? 0 : count,
                      op->lo_type == REPL_MSG_FLUSH ? 0 : offset, &w,
-                     &msgs[i], &tickets[i]) == 0)
+                     &msgs[i], &tickets[i]) == 0) {
       lost = true;              /* away: the range is in its bitmap */
+      if (tp != NULL)
+        ilock_mark (&node->n_ilock, tp, false, true);  /* not sent */
+    }
   }
-  r = local_apply (node, op, count, offset);
-  saved_errno = errno;
+  if (tp == NULL) {
+    r = local_apply (node, op, count, offset);
+    saved_errno = errno;
+  }
   /* Read each peer's answer ourselves, one connection after the other,
    * where nobody else is reading it; elsewhere whoever reads completes
    * us. */
@@ -119,11 +143,15 @@ replicate (struct repl_node *node, const struct local_op *op,
   waiter_destroy (&w);
   /* A peer lost while we waited: its connection failed the message
    * without an answer (and put the range in its bitmap). */
-  for (i = 0; i < node->n_npeers; i++) {
+  for (i = 0; i < node->n_npeers; i++)
     if (tickets[i].pt_conn != NULL && !tickets[i].pt_answered)
       lost = true;
+ done:
+  /* The range goes before the tickets it points to. */
+  if (tp != NULL)
+    ilock_release (&node->n_ilock, tp);
+  for (i = 0; i < node->n_npeers; i++)
     ticket_release (&tickets[i]);
-  }
   if (r == -1 && op->lo_type != REPL_MSG_FLUSH)
     mark_failed_local (node, count, offset);
   if (r == -1) {
@@ -133,9 +161,45 @@ replicate (struct repl_node *node, const struct local_op *op,
   return role_complete_write (node, lost);
 }
 
+/* ranged, with allow-two-primaries: the activity log first (no range is
+ * held yet), then one range per message. */
+static int
+ranged_two_primaries (struct repl_node *node, struct local_op *op,
+                      uint32_t count, uint64_t offset)
+{
+  struct ilock_range range;
+  uint64_t al_offset = offset;
+  uint32_t al_count = count;
+  int r = 0;
+
+  if (role_check_write (node) == -1)
+    return -1;
+  if (atomic_load (&node->n_gen_pending))
+    gen_before_write (node);
+  atomic_fetch_add (&node->n_requests_in_flight, 1);
+  if (meta_al_begin (node, offset, count) == -1) {
+    atomic_fetch_sub (&node->n_requests_in_flight, 1);
+    return -1;
+  }
+  while (count > 0 && r == 0) {
+    uint32_t n = count < REPL_MAX_PAYLOAD ? count : REPL_MAX_PAYLOAD;
+
+    r = replicate (node, op, n, offset, &range);
+    count -= n;
+    offset += n;
+    if (op->lo_buf)
+      op->lo_buf = (const char *) op->lo_buf + n;
+  }
+  meta_al_end (node, al_offset, al_count);
+  atomic_fetch_sub (&node->n_requests_in_flight, 1);
+  return r;
+}
+
 /* Writes, trims and zeroes: split into messages the wire allows, all
  * under one interval lock so the request is atomic towards overlapping
- * requests. */
+ * requests.  With allow-two-primaries each message holds its own range
+ * (replicate): the other Primary's writes are ordered with ours message
+ * by message (two-primaries.c). */
 static int
 ranged (struct repl_node *node, struct local_op *op, uint32_t count,
         uint64_t offset)
@@ -144,6 +208,9 @@ ranged (struct repl_node *node, struct local_op *op, uint32_t count,
   uint64_t al_offset;
   uint32_t al_count;
   int r = 0;
+
+  if (!node->n_diskless && node->n_cfg.cf_two_primaries)
+    return ranged_two_primaries (node, op, count, offset);
 
   if (node->n_diskless)
     return diskless_ranged (node, op->lo_type, op->lo_buf, count, offset,
@@ -165,7 +232,7 @@ ranged (struct repl_node *node, struct local_op *op, uint32_t count,
   while (count > 0 && r == 0) {
     uint32_t n = count < REPL_MAX_PAYLOAD ? count : REPL_MAX_PAYLOAD;
 
-    r = replicate (node, op, n, offset);
+    r = replicate (node, op, n, offset, NULL);
     count -= n;
     offset += n;
     if (op->lo_buf)
@@ -219,7 +286,7 @@ engine_flush (struct repl_node *node)
   if (role_check_write (node) == -1)
     return -1;
   atomic_fetch_add (&node->n_requests_in_flight, 1);
-  r = replicate (node, &op, 0, 0);
+  r = replicate (node, &op, 0, 0, NULL);
   atomic_fetch_sub (&node->n_requests_in_flight, 1);
   return r;
 }

@@ -93,6 +93,16 @@ bad config-is-a-directory "$tmpdir/dir.yaml" node0 \
 write_config "$c" 's/^protocol: C/protocol: D/'
 bad bad-protocol "$c" node0 "protocol: 'D' is not A, B or C"
 
+# allow-two-primaries: protocol C only, two storage nodes only.
+write_config "$c" 's/^protocol: C/protocol: A\nallow-two-primaries: true/'
+bad two-primaries-protocol-a "$c" node0 \
+    "allow-two-primaries: true needs protocol: C (protocol is A)" "bad.yaml:3"
+write_config "$c" 's/^protocol: C/protocol: B\nallow-two-primaries: true/'
+bad two-primaries-protocol-b "$c" node0 \
+    "allow-two-primaries: true needs protocol: C (protocol is B)"
+write_config "$c" 's/^protocol: C/&\nallow-two-primaries: yes please/'
+bad two-primaries-not-bool "$c" node0 "allow-two-primaries"
+
 write_config "$c" "/address: 127.0.0.1:$port1/d"
 bad missing-address "$c" node0 "nodes[1] (node1): missing required key 'address'"
 

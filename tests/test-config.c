@@ -225,6 +225,7 @@ START_TEST (test_minimal_defaults)
   ck_assert_uint_eq (cfg.cf_c_min_rate, 0);
   ck_assert_uint_eq (cfg.cf_c_max_rate, 0);
   ck_assert (!cfg.cf_csums);
+  ck_assert (!cfg.cf_two_primaries);
   ck_assert_uint_eq (cfg.cf_nnodes, 2);
 
   ck_assert_str_eq (cfg.cf_nodes[0].nc_name, "alpha");
@@ -250,6 +251,30 @@ START_TEST (test_minimal_defaults)
   ck_assert (!cfg.cf_nodes[1].nc_meta_internal);
   ck_assert_int_eq (cfg.cf_nodes[1].nc_line, 7);
   config_free (&cfg);
+}
+END_TEST
+
+/* allow-two-primaries: protocol C, exactly two storage nodes. */
+START_TEST (test_two_primaries)
+{
+  struct repl_config cfg;
+
+  ck_assert_msg (load ("allow-two-primaries: true\n" TWO_NODES, &cfg) == 0,
+                 "%s", err);
+  ck_assert (cfg.cf_two_primaries);
+  config_free (&cfg);
+  expect_error (1, "allow-two-primaries: true\nprotocol: B\n" TWO_NODES,
+                "allow-two-primaries: true needs protocol: C (protocol "
+                "is B)");
+  expect_error (1, "allow-two-primaries: true\n" TWO_NODES
+                "  - {name: gamma, id: 2, address: '10.0.0.3:7789', "
+                "disk: d}\n",
+                "allow-two-primaries: true needs exactly two nodes, both "
+                "with a disk (this file has 3 node(s))");
+  expect_error (1, "allow-two-primaries: true\n" TWO_NODES
+                "  - {name: client, id: 2, address: '10.0.0.3:7789', "
+                "disk: none}\n",
+                "exactly two nodes", "one diskless");
 }
 END_TEST
 
@@ -1401,6 +1426,7 @@ config_suite (void)
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_set_timeout (tc, 30);
   tcase_add_test (tc, test_minimal_defaults);
+  tcase_add_test (tc, test_two_primaries);
   tcase_add_test (tc, test_full);
   tcase_add_test (tc, test_flow_max_nodes);
   tcase_add_test (tc, test_relative_config_path);

@@ -55,6 +55,31 @@ START_TEST (test_promote)
 }
 END_TEST
 
+/* allow-two-primaries: an UpToDate node may join a connected Primary;
+ * never forced, never diskless. */
+START_TEST (test_promote_two_primaries)
+{
+  struct promote_case c = { .pc_quorum = true, .pc_disk = REPL_DISK_UPTODATE,
+                            .pc_peer_primary = true };
+
+  ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_PEER_PRIMARY);
+  c.pc_two_primaries = true;
+  ck_assert_int_eq (decide_promote (&c), PROMOTE);
+  c.pc_quorum = false;
+  ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_NO_QUORUM);
+  c.pc_quorum = true;
+  c.pc_disk = REPL_DISK_OUTDATED;
+  c.pc_force = true;
+  ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_PEER_PRIMARY);
+  c = (struct promote_case) { .pc_quorum = true, .pc_diskless = true,
+                              .pc_disk = REPL_DISK_DISKLESS,
+                              .pc_storage_uptodate = true,
+                              .pc_peer_primary = true,
+                              .pc_two_primaries = true };
+  ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_PEER_PRIMARY);
+}
+END_TEST
+
 /* Two nodes that started from generation G and both wrote apart. */
 static const struct gen_uuids sb_a = {
   .gu_current = 0xaaaa, .gu_bitmap = 0x6666, .gu_history = { 0x6666 },
@@ -217,6 +242,7 @@ decide_suite (void)
 
   tcase_add_test (tc, test_quorum);
   tcase_add_test (tc, test_promote);
+  tcase_add_test (tc, test_promote_two_primaries);
   tcase_add_test (tc, test_split_brain);
   tcase_add_test (tc, test_primary_never_behind);
   tcase_add_test (tc, test_pair_source);

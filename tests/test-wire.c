@@ -828,8 +828,8 @@ START_TEST (test_hello_reject)
   hello_bad (buf, REPL_HELLO_SIZE, "version 16777220");
 
   memcpy (buf, good, sizeof buf);
-  buf[7] = 2;
-  hello_bad (buf, REPL_HELLO_SIZE, "features 0x2");
+  buf[7] = 4;
+  hello_bad (buf, REPL_HELLO_SIZE, "features 0x4");
   memcpy (buf, good, sizeof buf);
   buf[4] = 0x80;
   hello_bad (buf, REPL_HELLO_SIZE, "features 0x80000000");

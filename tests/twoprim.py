@@ -1,0 +1,221 @@
+#!/usr/bin/python3
+# nbdrepl: a writer and a checker for two primaries writing the same
+# blocks at once (tests/test-two-primaries.sh).
+# Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
+#
+#   twoprim.py write URI WRITER BLOCKS DEADLINE FIRSTSEQ MAXWRITES LOG
+#   twoprim.py check DISK BLOCKS LOG...
+#   twoprim.py tamper DISK BLOCKS LOG...
+#   twoprim.py now [SECONDS]
+#
+# write: WRITER (1..255) writes 4096-byte blocks at random block numbers
+# in [0, BLOCKS) of the export, 16 requests in flight (never two to one
+# block from this writer), until DEADLINE (CLOCK_MONOTONIC seconds, as
+# `now` prints it: two writers given the same one stop together, so
+# that their last writes cross; `now` adds SECONDS) or MAXWRITES writes, whichever comes
+# first, numbering them from FIRSTSEQ.  Every block it writes is
+#
+#   offset size field
+#        0    8 magic   "TWOPRIM1"
+#        8    8 writer  WRITER
+#       16    8 block   the block number
+#       24    8 seq     this writer's sequence number, FIRSTSEQ, ...
+#       32 4064 body    the 8 bytes (writer << 56 | seq) over and over
+#
+# so that a block that mixes two writes is seen.  LOG (JSON): for every
+# write its block, seq, and the monotonic clock (CLOCK_MONOTONIC, the
+# same in every process) before it was sent and after its answer was
+# seen.  Any failed write ends the run with status 1.
+#
+# check: every block of DISK is all zeroes (if no writer wrote it) or
+# a whole block of one writer, at its own position, and it is the last
+# write that writer made to it (never an older value of the same
+# writer: a lost acknowledged write).  And it is consistent with real
+# time: if a write of the other writer to the block was sent after the
+# write found on the disk was answered, that write must be on the disk
+# instead.  One line per violation, a summary, status 1 on any.  The
+# LOGs of one writer may be several (runs one after the other).
+#
+# tamper: the checker's self-test: put back, in DISK, an older write of
+# the writer whose write a block holds (the first block where there is
+# one); check must then fail.
+
+import json
+import random
+import struct
+import sys
+import time
+
+BLOCK = 4096
+MAGIC = b"TWOPRIM1"
+QD = 16
+
+
+def make_block(writer, block, seq):
+    word = struct.pack(">Q", (writer << 56) | seq)
+    head = MAGIC + struct.pack(">QQQ", writer, block, seq)
+    return head + word * ((BLOCK - len(head)) // 8)
+
+
+def write(uri, writer, blocks, deadline, firstseq, maxwrites, log):
+    import nbd
+
+    h = nbd.NBD()
+    h.connect_uri(uri)
+    rng = random.Random(writer * 7919 + int(time.time()))
+    inflight = {}               # cookie -> (block, seq, buffer, t_sent)
+    busy = set()                # blocks with a write of ours in flight
+    done = []                   # [block, seq, t_sent, t_answered]
+    seq = firstseq - 1
+    end = deadline
+    maxseq = firstseq - 1 + maxwrites
+    failed = []
+
+    def issue():
+        nonlocal seq
+        while True:
+            block = rng.randrange(blocks)
+            if block not in busy:
+                break
+        seq += 1
+        buf = nbd.Buffer.from_bytearray(
+            bytearray(make_block(writer, block, seq)))
+        t = time.monotonic()
+        cookie = h.aio_pwrite(buf, block * BLOCK)
+        inflight[cookie] = (block, seq, buf, t)
+        busy.add(block)
+
+    while True:
+        while (len(inflight) < QD and seq < maxseq and
+               time.monotonic() < end and not failed):
+            issue()
+        if not inflight:
+            break
+        h.poll(-1)
+        for cookie in list(inflight):
+            ok = True
+            try:
+                if not h.aio_command_completed(cookie):
+                    continue
+            except nbd.Error as e:
+                ok = False
+                failed.append(f"write of block {inflight[cookie][0]} "
+                              f"(seq {inflight[cookie][1]}): {e}")
+            block, s, _, t = inflight.pop(cookie)
+            busy.discard(block)
+            if ok:
+                done.append([block, s, t, time.monotonic()])
+    h.shutdown()
+    with open(log, "w") as f:
+        json.dump({"writer": writer, "writes": done}, f)
+    if failed:
+        for m in failed:
+            print(f"writer {writer}: {m}", file=sys.stderr)
+        return 1
+    print(f"writer {writer}: {len(done)} writes answered")
+    return 0
+
+
+def load(logs):
+    # Per writer: block -> its writes to the block, in seq order.
+    writes = {}
+    for path in logs:
+        with open(path) as f:
+            d = json.load(f)
+        writes.setdefault(d["writer"], []).extend(d["writes"])
+    writers = {}
+    for w, ws in writes.items():
+        per_block = {}
+        for block, seq, sent, answered in sorted(ws, key=lambda x: x[1]):
+            per_block.setdefault(block, []).append((seq, sent, answered))
+        writers[w] = per_block
+    return writers
+
+
+def tamper(disk, blocks, logs):
+    writers = load(logs)
+    with open(disk, "r+b") as f:
+        for block in range(blocks):
+            f.seek(block * BLOCK)
+            data = f.read(BLOCK)
+            if data[:8] != MAGIC:
+                continue
+            writer, _, seq = struct.unpack(">QQQ", data[8:32])
+            older = [s for s, _, _ in writers[writer][block] if s < seq]
+            if older:
+                f.seek(block * BLOCK)
+                f.write(make_block(writer, block, older[-1]))
+                print(f"block {block}: writer {writer}'s seq {seq} replaced "
+                      f"by its older seq {older[-1]}")
+                return 0
+    print("no block with an older write to put back", file=sys.stderr)
+    return 1
+
+
+def check(disk, blocks, logs):
+    writers = load(logs)
+    bad = 0
+    counts = {"zero": 0}
+    with open(disk, "rb") as f:
+        for block in range(blocks):
+            data = f.read(BLOCK)
+            last = {w: pb[block][-1] for w, pb in writers.items()
+                    if block in pb}
+            if data == bytes(BLOCK):
+                counts["zero"] += 1
+                if last:
+                    print(f"block {block}: zeroes, but written by "
+                          f"{sorted(last)}")
+                    bad += 1
+                continue
+            magic = data[:8]
+            writer, pos, seq = struct.unpack(">QQQ", data[8:32])
+            if (magic != MAGIC or pos != block or writer not in writers or
+                    data != make_block(writer, block, seq)):
+                print(f"block {block}: not one whole write of a writer "
+                      f"(magic {magic!r}, writer {writer}, block {pos}, "
+                      f"seq {seq})")
+                bad += 1
+                continue
+            counts[writer] = counts.get(writer, 0) + 1
+            if writer not in last or last[writer][0] != seq:
+                print(f"block {block}: writer {writer}'s seq {seq}, but its "
+                      f"last write of the block was seq "
+                      f"{last.get(writer, (None,))[0]}: a newer "
+                      f"acknowledged write was lost")
+                bad += 1
+                continue
+            answered = last[writer][2]
+            for other, (oseq, osent, _) in last.items():
+                if other != writer and osent > answered:
+                    print(f"block {block}: writer {writer}'s seq {seq} "
+                          f"(answered at {answered:.6f}) is on the disk, "
+                          f"but writer {other}'s seq {oseq} was sent later "
+                          f"({osent:.6f})")
+                    bad += 1
+    total = sum(sum(len(v) for v in pb.values()) for pb in writers.values())
+    print(f"checked {blocks} blocks against {total} writes: "
+          f"{', '.join(f'{k}: {v}' for k, v in sorted(counts.items(), key=str))}; "
+          f"{bad} violation(s)")
+    return 1 if bad else 0
+
+
+def main(argv):
+    if len(argv) == 9 and argv[1] == "write":
+        return write(argv[2], int(argv[3]), int(argv[4]), float(argv[5]),
+                     int(argv[6]), int(argv[7]), argv[8])
+    if len(argv) >= 5 and argv[1] == "check":
+        return check(argv[2], int(argv[3]), argv[4:])
+    if len(argv) >= 5 and argv[1] == "tamper":
+        return tamper(argv[2], int(argv[3]), argv[4:])
+    if len(argv) in (2, 3) and argv[1] == "now":
+        later = float(argv[2]) if len(argv) == 3 else 0.0
+        print(f"{time.monotonic() + later:.6f}")
+        return 0
+    print(__doc__ if __doc__ else "usage: see the top of twoprim.py",
+          file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
