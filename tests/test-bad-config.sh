@@ -158,13 +158,15 @@ bad secret-file-world-readable "$c" node0 "$tmpdir/open.secret holds the secret 
 chmod 600 "$c"
 
 # 1 MiB of nested brackets (libyaml takes minutes over it): refused at
-# once.
+# the 65th level, without reading the rest.  (The bound is far from
+# both: a few ms here, over a second under a sanitizer on a loaded
+# machine, minutes without the limit.)
 { echo "resource: r0"; printf 'nodes: '
   head -c 500000 /dev/zero | tr '\0' '['; head -c 500000 /dev/zero | tr '\0' ']'; echo; } > "$c"
 start=$(date +%s%N)
 bad nested-too-deep "$c" node0 "bad.yaml:2: mappings and sequences nested more than 64 deep; not a configuration file"
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
-[ "$ms" -lt 1000 ] || fail "the nested configuration took $ms ms to refuse"
+[ "$ms" -lt 30000 ] || fail "the nested configuration took $ms ms to refuse"
 
 write_config "$c" 's/^protocol: C/&\ndata-integrity: md5/'
 bad data-integrity-unknown "$c" node0 "data-integrity: 'md5' is not crc32c or none"
