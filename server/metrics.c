@@ -249,15 +249,15 @@ format_node (struct exposition *x, const struct metrics_node *ns)
   family (x, "nbdrepl_clients", "gauge", "NBD client connections open.");
   sample (x, "nbdrepl_clients", NULL, NULL, ns->clients);
   family (x, "nbdrepl_writes_total", "counter",
-          "Client writes completed (write, trim, zero).");
+          "Client write requests received (trims and zeroes not counted).");
   sample (x, "nbdrepl_writes_total", NULL, NULL, ns->writes);
   family (x, "nbdrepl_write_bytes_total", "counter",
-          "Bytes of client writes completed.");
+          "Bytes of client write requests received.");
   sample (x, "nbdrepl_write_bytes_total", NULL, NULL, ns->write_bytes);
-  family (x, "nbdrepl_reads_total", "counter", "Client reads completed.");
+  family (x, "nbdrepl_reads_total", "counter", "Client read requests received.");
   sample (x, "nbdrepl_reads_total", NULL, NULL, ns->reads);
   family (x, "nbdrepl_read_bytes_total", "counter",
-          "Bytes of client reads completed.");
+          "Bytes of client read requests received.");
   sample (x, "nbdrepl_read_bytes_total", NULL, NULL, ns->read_bytes);
   family (x, "nbdrepl_requests_in_flight", "gauge",
           "Client requests being served.");
@@ -313,7 +313,8 @@ static void
 format_peers (struct exposition *x, const struct metrics_node *ns)
 {
   static const enum conn_state conns[] = {
-    CONN_CONNECTING, CONN_HANDSHAKE, CONN_CONNECTED, CONN_DISCONNECTING,
+    CONN_STANDALONE, CONN_CONNECTING, CONN_HANDSHAKE, CONN_CONNECTED,
+    CONN_DISCONNECTING,
   };
   static const char *const peer_disks[] = {
     "DUnknown", "Diskless", "Inconsistent", "Outdated", "UpToDate",
