@@ -439,8 +439,8 @@ gen_before_write (struct repl_node *node)
     atomic_store (&node->n_gen_pending, true);
     return;
   }
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
     /* A diskless peer holds no data: it misses nothing. */
     pthread_mutex_lock (&q->pr_lock);
     away[i] = !q->pr_cfg->nc_diskless && q->pr_state != CONN_CONNECTED;
@@ -449,9 +449,9 @@ gen_before_write (struct repl_node *node)
 
   pthread_mutex_lock (&node->n_md_io_lock);
   sb = node->n_md.md_super;
-  for (i = 0; i < node->n_npeers && first == NULL; i++)
-    if (away[i] && sb.ms_peers[node->n_peers[i]->pr_md_slot].mp_bitmap_uuid == 0)
-      first = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n && first == NULL; i++)
+    if (away[i] && sb.ms_peers[PEERS (node)->pl_peers[i]->pr_md_slot].mp_bitmap_uuid == 0)
+      first = PEERS (node)->pl_peers[i];
   if (first == NULL) {
     pthread_mutex_unlock (&node->n_md_io_lock);
     return;
@@ -468,8 +468,8 @@ gen_before_write (struct repl_node *node)
   /* Until one of its writes completes (gen_commit). */
   u.gu_flags |= GU_FLAG_TENTATIVE;
   apply_view (&sb, first, &u);
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
 
     if (q != first && away[i] &&
         sb.ms_peers[q->pr_md_slot].mp_bitmap_uuid == 0 &&
@@ -494,9 +494,9 @@ gen_before_write (struct repl_node *node)
   log_info ("node %s: first write with peer %s away: new current UUID %016"
             PRIx64 " (its bitmap counts from %016" PRIx64 ")",
             node->n_self->nc_name, first->pr_cfg->nc_name, fresh, old);
-  for (i = 0; i < node->n_npeers; i++)
+  for (i = 0; i < PEERS (node)->pl_n; i++)
     if (!away[i])
-      sync_send_uuids (node->n_peers[i]);
+      sync_send_uuids (PEERS (node)->pl_peers[i]);
 }
 
 /* The Primary lost quorum before any write of the generation that
@@ -618,8 +618,8 @@ gen_start_for_away (struct repl_node *node, uint32_t away, uint64_t fresh)
     pthread_mutex_unlock (&node->n_md_io_lock);
     return 0;
   }
-  for (i = 0; i < node->n_npeers && first == NULL; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n && first == NULL; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
     if (!q->pr_cfg->nc_diskless && (away & (UINT32_C (1) << q->pr_cfg->nc_id)))
       first = q;
   }
@@ -629,8 +629,8 @@ gen_start_for_away (struct repl_node *node, uint32_t away, uint64_t fresh)
     uuid_new_current (&u, fresh);
     u.gu_flags &= ~GU_FLAG_TENTATIVE;
     apply_view (&sb, first, &u);
-    for (i = 0; i < node->n_npeers; i++) {
-      struct peer *q = node->n_peers[i];
+    for (i = 0; i < PEERS (node)->pl_n; i++) {
+      struct peer *q = PEERS (node)->pl_peers[i];
 
       if (q != first && !q->pr_cfg->nc_diskless &&
           (away & (UINT32_C (1) << q->pr_cfg->nc_id)) &&
@@ -690,8 +690,8 @@ engine_invalidate (struct repl_node *node, char *err, size_t errlen)
   node_set_disk (node, REPL_DISK_INCONSISTENT);
   log_info ("node %s: invalidated: its data will be replaced by a full "
             "sync from the primary", node->n_self->nc_name);
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
 
     pthread_mutex_lock (&p->pr_lock);
     bitmap_set_all (&p->pr_bitmap);

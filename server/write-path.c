@@ -65,8 +65,8 @@ mark_failed_local (struct repl_node *node, uint32_t count, uint64_t offset)
 {
   size_t i;
 
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
 
     pthread_mutex_lock (&p->pr_lock);
     bitmap_set_range (&p->pr_bitmap, offset, count);
@@ -98,11 +98,11 @@ replicate (struct repl_node *node, const struct local_op *op,
     flags |= REPL_FLAG_MAY_TRIM;
 
   waiter_init (&w, 0);
-  for (i = 0; i < node->n_npeers; i++) {
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
     tickets[i] = (struct peer_ticket) { .pt_conn = NULL };
-    if (node->n_peers[i]->pr_cfg->nc_diskless)
+    if (PEERS (node)->pl_peers[i]->pr_cfg->nc_diskless)
       continue;                 /* a diskless secondary keeps nothing */
-    if (peer_submit (node->n_peers[i], op->lo_type, flags, op->lo_buf,
+    if (peer_submit (PEERS (node)->pl_peers[i], op->lo_type, flags, op->lo_buf,
                      op->lo_type == REPL_MSG_FLUSH ? 0 : count,
                      op->lo_type == REPL_MSG_FLUSH ? 0 : offset, &w,
                      &msgs[i], &tickets[i]) == 0)
@@ -113,13 +113,13 @@ replicate (struct repl_node *node, const struct local_op *op,
   /* Read each peer's answer ourselves, one connection after the other,
    * where nobody else is reading it; elsewhere whoever reads completes
    * us. */
-  for (i = 0; i < node->n_npeers; i++)
+  for (i = 0; i < PEERS (node)->pl_n; i++)
     ticket_wait_own_ack (&tickets[i]);
   waiter_wait (&w);
   waiter_destroy (&w);
   /* A peer lost while we waited: its connection failed the message
    * without an answer (and put the range in its bitmap). */
-  for (i = 0; i < node->n_npeers; i++) {
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
     if (tickets[i].pt_conn != NULL && !tickets[i].pt_answered)
       lost = true;
     ticket_release (&tickets[i]);
@@ -183,6 +183,7 @@ engine_pwrite (struct repl_node *node, const void *buf, uint32_t count,
 {
   struct local_op op = { .lo_type = REPL_MSG_WRITE, .lo_buf = buf,
                          .lo_fua = fua };
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
 
   atomic_fetch_add (&node->n_writes, 1);
   atomic_fetch_add (&node->n_write_bytes, count);
@@ -194,6 +195,7 @@ engine_trim (struct repl_node *node, uint32_t count, uint64_t offset,
              bool fua)
 {
   struct local_op op = { .lo_type = REPL_MSG_TRIM, .lo_fua = fua };
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
 
   return ranged (node, &op, count, offset);
 }
@@ -204,6 +206,7 @@ engine_zero (struct repl_node *node, uint32_t count, uint64_t offset,
 {
   struct local_op op = { .lo_type = REPL_MSG_ZERO, .lo_fua = fua,
                          .lo_may_trim = may_trim };
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
 
   return ranged (node, &op, count, offset);
 }
@@ -213,6 +216,7 @@ engine_flush (struct repl_node *node)
 {
   struct local_op op = { .lo_type = REPL_MSG_FLUSH };
   int r;
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
 
   if (node->n_diskless)
     return diskless_ranged (node, REPL_MSG_FLUSH, NULL, 0, 0, 0);
@@ -228,6 +232,8 @@ int
 engine_pread (struct repl_node *node, void *buf, uint32_t count,
               uint64_t offset)
 {
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
+
   atomic_fetch_add (&node->n_reads, 1);
   atomic_fetch_add (&node->n_read_bytes, count);
   if (node->n_diskless)
