@@ -672,9 +672,10 @@ control_status (struct repl_node *node, bool json)
                 (uint64_t) atomic_load (&node->n_reads),
                 (uint64_t) atomic_load (&node->n_read_bytes));
     json_node_meta (&b, node, &ns);
-    buf_printf (&b, ",\"quorum\":%s,\"auto_promote\":%s,\"fencing\":\"%s\","
-                "\"writes_held\":",
+    buf_printf (&b, ",\"quorum\":%s,\"quorum_nodes\":%zu,"
+                "\"auto_promote\":%s,\"fencing\":\"%s\",\"writes_held\":",
                 node_has_quorum (node) ? "true" : "false",
+                PEERS (node)->pl_n + 1,
                 node->n_cfg.cf_auto_promote ? "true" : "false",
                 fencing_name (node->n_cfg.cf_fencing));
     if (held != NULL)
@@ -743,10 +744,11 @@ control_status (struct repl_node *node, bool json)
                   ? ": replctl resume-io once the peer cannot take over"
                   : "");
     if (node->n_cfg.cf_quorum != REPL_QUORUM_OFF)
-      buf_printf (&b, "  quorum:%s (%s, on loss: %s)\n",
+      buf_printf (&b, "  quorum:%s (%s of %zu nodes, on loss: %s)\n",
                   node_has_quorum (node) ? "yes" : "NO",
                   node->n_cfg.cf_quorum == REPL_QUORUM_ALL ? "all"
                                                            : "majority",
+                  PEERS (node)->pl_n + 1,
                   node->n_cfg.cf_on_no_quorum_suspend ? "suspend-io"
                                                       : "io-error");
     for (i = 0; i < PEERS (node)->pl_n; i++) {

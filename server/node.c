@@ -404,9 +404,9 @@ engine_destroy (struct repl_node *node)
   {
     struct peer_list *pl = PEERS (node);
 
-    peers_leave (node);
     peers_reclaim (node, true);
-    meta_close (node);
+    meta_close (node);          /* writes the current peers' bitmaps */
+    peers_leave (node);
     if (pl != NULL) {
       for (i = 0; i < pl->pl_n; i++)
         peer_free (pl->pl_peers[i]);
