@@ -6,14 +6,20 @@
  * one that may change while the node runs (net timeouts and buffers,
  * resync rates and csums, quorum and on-no-quorum, the split-brain
  * policies, cork, data-integrity, auto-promote, read balancing, the
- * handlers), or one that may not (the resource, the nodes and their
- * addresses, disks, metadata and control sockets, the protocol, the
- * secret, TLS, al-updates): a change to any of the latter refuses the
- * whole adjust, naming the key, and nothing changes.  The values are
- * stored one by one (atomically: the engine reads them without a
- * lock); net buffer sizes apply to new connections, the rest at once.
- * A replaced handler string is kept until the node stops, since a
- * handler may be starting with it.
+ * handlers), or one that may not (the resource, this node's own entry,
+ * the other nodes' ids, addresses, disks, metadata and control sockets,
+ * the protocol, the secret, TLS, al-updates): a change to any of the
+ * latter refuses the whole adjust, naming the key, and nothing changes.
+ * The values are stored one by one (atomically: the engine reads them
+ * without a lock); net buffer sizes apply to new connections, the rest
+ * at once.  A replaced handler string is kept until the node stops,
+ * since a handler may be starting with it.
+ *
+ * Nodes come and go as with drbdadm adjust: a node new in the file (by
+ * name and id) becomes a peer, with a metadata slot of its own, and is
+ * started; a node gone from it (not the Primary) is unpublished from
+ * the peer list, stopped and joined, and freed with its slot released
+ * after a grace period (peers.c).  Quorum counts the new list.
  */
 #include <config.h>
 
