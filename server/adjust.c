@@ -330,6 +330,7 @@ change_nodes (struct repl_node *node, const struct membership *mb,
   for (i = 0; i < mb->mb_nremove; i++) {
     struct peer *p = mb->mb_remove[i];
 
+    p->pr_start_pending = false;        /* added and removed at once */
     log_info ("node %s: peer %s (id %u) removed by adjust: disconnecting",
               node->n_self->nc_name, p->pr_cfg->nc_name, p->pr_cfg->nc_id);
     peer_stop (p);
@@ -343,14 +344,18 @@ change_nodes (struct repl_node *node, const struct membership *mb,
     events_membership (p, true);
     note (cb, "node %s (id %u, %s) added", p->pr_cfg->nc_name,
           p->pr_cfg->nc_id, p->pr_cfg->nc_address);
-    log_info ("node %s: peer %s (id %u, %s) added by adjust%s",
+    log_info ("node %s: peer %s (id %u, %s) added by adjust (%s once "
+              "the requests begun before have ended)",
               node->n_self->nc_name, p->pr_cfg->nc_name, p->pr_cfg->nc_id,
               p->pr_cfg->nc_address,
-              p->pr_dials ? ": connecting" : ": waiting for it to connect");
-    if (peer_start (p) == -1)
-      note (cb, "node %s: its threads did not start (see the log)",
-            p->pr_cfg->nc_name);
+              p->pr_dials ? "connecting" : "accepting it");
+    /* Started by the ticker once the requests that began before it
+     * was published have ended (peers.c peers_start_added). */
+    p->pr_start_pending = true;
+    p->pr_start_epoch = atomic_load (&node->n_grace_epoch);
   }
+  if (mb->mb_nadd > 0)
+    atomic_store (&node->n_added_pending, true);
   /* A Primary's writes from now on are a generation the new peers lack
    * (gen_before_write), as at start. */
   if (mb->mb_nadd > 0)

@@ -452,6 +452,11 @@ struct peer {
    * n_grace_lock. */
   struct peer *pr_next_dead;
   uint64_t pr_dead_epoch;
+  /* Added by replctl adjust, not started yet: its threads start once
+   * the grace period of pr_start_epoch is over (peers.c
+   * peers_start_added).  n_adjust_lock. */
+  bool pr_start_pending;
+  uint64_t pr_start_epoch;
 };
 
 /* peer.c */
@@ -720,6 +725,7 @@ extern void peers_publish (struct repl_node *node, struct peer_list *pl);
 extern void peers_retire (struct repl_node *node, struct peer *const *gone,
                           size_t ngone);
 extern void peers_reclaim (struct repl_node *node, bool all);
+extern void peers_start_added (struct repl_node *node);
 extern struct peer *node_find_peer_name (struct repl_node *node,
                                          const char *name);
 /* The list this thread has pinned (peers_enter). */
@@ -841,6 +847,7 @@ struct repl_node {
                                    but the frees */
   struct peer_list *n_dead_lists;
   struct peer *n_dead_peers;
+  atomic_bool n_added_pending;  /* a peer adjust added waits to start */
   int n_listen_fd;
   int n_control_fd;
   int n_stop_fd;                /* eventfd: readable once stopping */

@@ -241,3 +241,43 @@ peers_reclaim (struct repl_node *node, bool all)
     peers = next;
   }
 }
+
+/* Start the peers replctl adjust added, once every pin taken before
+ * they were published is gone: a request that did not see a new peer
+ * neither sent it its write nor marked the write in its bitmap, which
+ * is all set only until the peer's first resync.  Started only after
+ * such requests have ended, the peer cannot be resynced, and so be
+ * reported in sync, while one of them still writes.  The ticker, with
+ * no lock held and no pin. */
+void
+peers_start_added (struct repl_node *node)
+{
+  struct peer_list *pl;
+  bool pending = false;
+  uint64_t e;
+  size_t i;
+
+  if (!atomic_load (&node->n_added_pending) ||
+      pthread_mutex_trylock (&node->n_adjust_lock) != 0)
+    return;
+  /* Only adjust, under n_adjust_lock, replaces or frees the current
+   * list: no pin needed to read it here. */
+  pl = atomic_load (&node->n_plist);
+  e = atomic_load (&node->n_grace_epoch);
+  for (i = 0; !node->n_adjust_closed && i < pl->pl_n; i++) {
+    struct peer *p = pl->pl_peers[i];
+
+    if (!p->pr_start_pending)
+      continue;
+    if (e < p->pr_start_epoch + 2) {
+      pending = true;
+      continue;
+    }
+    p->pr_start_pending = false;
+    if (peer_start (p) == 0)
+      log_info ("peer %s: started (added by replctl adjust)",
+                p->pr_cfg->nc_name);
+  }
+  atomic_store (&node->n_added_pending, pending);
+  pthread_mutex_unlock (&node->n_adjust_lock);
+}

@@ -106,6 +106,7 @@ ticker_thread (void *arg)
     role_fence_check (node);
     peers_leave (node);
     peers_reclaim (node, false);  /* what replctl adjust removed */
+    peers_start_added (node);     /* ... and added */
     pthread_mutex_lock (&node->n_lock);
 
     ts = deadline_after_ns (TICK_MS * UINT64_C (1000000));
