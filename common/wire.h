@@ -30,6 +30,7 @@
 
 #define REPL_MAGIC          UINT32_C (0x4e425250)   /* "NBRP" */
 #define REPL_PROTO_VERSION  4
+#define REPL_PEER_ID_NONE   UINT32_MAX  /* HELLO peer_id: refused */
 #define REPL_HDR_SIZE       32
 #define REPL_MAX_PAYLOAD    (4u << 20)              /* 4 MiB */
 #define REPL_RESOURCE_MAX   64                      /* bytes incl. NUL */
@@ -227,7 +228,11 @@ struct repl_uuids {
  *   0  4 version     REPL_PROTO_VERSION
  *   4  4 features    REPL_FEATURE_*
  *   8  4 node_id     the sender's id
- *  12  4 peer_id     the id the sender believes it is talking to
+ *  12  4 peer_id     the id the sender believes it is talking to, or
+ *                    REPL_PEER_ID_NONE: "you are not a node of this
+ *                    resource here" (the listener's answer to a node
+ *                    it does not know, e.g. one replctl adjust removed,
+ *                    just before it closes the connection)
  *  16 64 resource    NUL-terminated, NUL-padded resource name
  *
  * The header of a HELLO may announce any length from 4 to

@@ -6,14 +6,22 @@
  * one that may change while the node runs (net timeouts and buffers,
  * resync rates and csums, quorum and on-no-quorum, the split-brain
  * policies, cork, data-integrity, auto-promote, read balancing, the
- * handlers), or one that may not (the resource, the nodes and their
- * addresses, disks, metadata and control sockets, the protocol, the
- * secret, TLS, al-updates, allow-two-primaries): a change to any of the latter refuses the
- * whole adjust, naming the key, and nothing changes.  The values are
- * stored one by one (atomically: the engine reads them without a
- * lock); net buffer sizes apply to new connections, the rest at once.
- * A replaced handler string is kept until the node stops, since a
- * handler may be starting with it.
+ * handlers), or one that may not (the resource, this node's own entry,
+ * the other nodes' ids, addresses, disks, metadata and control sockets,
+ * the protocol, the secret, TLS, al-updates, allow-two-primaries): a
+ * change to any of the latter refuses the whole adjust, naming the key,
+ * and nothing changes.  The values are stored one by one (atomically:
+ * the engine reads them without a lock); net buffer sizes apply to new
+ * connections, the rest at once.  A replaced handler string is kept
+ * until the node stops, since a handler may be starting with it.
+ *
+ * Nodes come and go as with drbdadm adjust: a node new in the file (by
+ * name and id) becomes a peer, with a metadata slot of its own, and is
+ * started; a node gone from it (not the Primary) is unpublished from
+ * the peer list, stopped and joined, and freed with its slot released
+ * after a grace period (peers.c).  Quorum counts the new list.  Not
+ * with allow-two-primaries: true, which holds exactly two storage nodes
+ * (two-primaries.c orders the writes of one peer only).
  */
 #include <config.h>
 
@@ -58,13 +66,33 @@ same_str (const char *a, const char *b)
   return (a == NULL && b == NULL) || (a && b && strcmp (a, b) == 0);
 }
 
+/* A node's keys that may not change while it runs, compared: the one
+ * that changed, or NULL. */
+static const char *
+node_key_changed (const struct repl_node_cfg *x, const struct repl_node_cfg *y)
+{
+  if (!same_str (x->nc_name, y->nc_name) || x->nc_id != y->nc_id)
+    return "name / id";
+  if (!same_str (x->nc_address, y->nc_address))
+    return "address";
+  if (!same_str (x->nc_disk, y->nc_disk) || x->nc_diskless != y->nc_diskless)
+    return "disk";
+  if (!same_str (x->nc_meta, y->nc_meta) ||
+      x->nc_meta_internal != y->nc_meta_internal)
+    return "meta";
+  if (!same_str (x->nc_control, y->nc_control))
+    return "control";
+  if (!same_str (x->nc_tls_cert, y->nc_tls_cert) ||
+      !same_str (x->nc_tls_key, y->nc_tls_key))
+    return "tls-cert / tls-key";
+  return NULL;
+}
+
 /* The first key that may not change and did, or NULL. */
 static const char *
 fixed_key_changed (const struct repl_config *a, const struct repl_config *b,
                    char *buf, size_t len)
 {
-  size_t i;
-
   if (!same_str (a->cf_resource, b->cf_resource))
     return "resource";
   if (a->cf_protocol != b->cf_protocol)
@@ -81,34 +109,133 @@ fixed_key_changed (const struct repl_config *a, const struct repl_config *b,
   if (a->cf_two_primaries != b->cf_two_primaries)
     return "allow-two-primaries (both nodes must change it together: "
            "stop the resource, change it everywhere, start it)";
-  if (a->cf_nnodes != b->cf_nnodes)
-    return "nodes (a node added or removed: not at run time yet; restart "
-           "the nodes one at a time)";
-  for (i = 0; i < a->cf_nnodes; i++) {
-    const struct repl_node_cfg *x = &a->cf_nodes[i], *y = &b->cf_nodes[i];
-    const char *what = NULL;
-
-    if (!same_str (x->nc_name, y->nc_name) || x->nc_id != y->nc_id)
-      what = "name / id";
-    else if (!same_str (x->nc_address, y->nc_address))
-      what = "address";
-    else if (!same_str (x->nc_disk, y->nc_disk) ||
-             x->nc_diskless != y->nc_diskless)
-      what = "disk";
-    else if (!same_str (x->nc_meta, y->nc_meta) ||
-             x->nc_meta_internal != y->nc_meta_internal)
-      what = "meta";
-    else if (!same_str (x->nc_control, y->nc_control))
-      what = "control";
-    else if (!same_str (x->nc_tls_cert, y->nc_tls_cert) ||
-             !same_str (x->nc_tls_key, y->nc_tls_key))
-      what = "tls-cert / tls-key";
-    if (what != NULL) {
-      snprintf (buf, len, "nodes[%zu] (%s): %s", i, x->nc_name, what);
-      return buf;
-    }
-  }
+  (void) buf; (void) len;
   return NULL;
+}
+
+/* What adjust does to the peers. */
+struct membership {
+  const struct repl_node_cfg *mb_add[REPL_MAX_NODES]; /* in the new file */
+  size_t mb_nadd;
+  struct peer *mb_remove[REPL_MAX_NODES];
+  size_t mb_nremove;
+};
+
+/* The index of y in cfg, for messages. */
+static size_t
+node_index (const struct repl_config *cfg, const struct repl_node_cfg *y)
+{
+  return (size_t) (y - cfg->cf_nodes);
+}
+
+/* Compare the new file's nodes with this node and its peers: what is
+ * added and removed, or the first change that cannot happen while the
+ * node runs (0, or -1 with it in buf).  This node's own entry keeps its
+ * every key; a peer found by name keeps its id, address, disk and the
+ * rest (a node renamed or given another id is a removal and an
+ * addition in DRBD, refused here: it would look like a new node with
+ * another's id); a node not found is removed, unless it is the Primary;
+ * a node new by name and id is added.  Diskless nodes neither come nor
+ * go at run time. */
+static int
+diff_nodes (struct repl_node *node, const struct repl_config *b,
+            struct membership *mb, char *buf, size_t len)
+{
+  const struct repl_node_cfg *self = node->n_self, *y;
+  struct peer_list *pl = PEERS (node);
+  const char *what;
+  size_t i, k;
+  int primary_id;
+
+  memset (mb, 0, sizeof *mb);
+  y = config_find_node (b, self->nc_name);
+  if (y == NULL) {
+    snprintf (buf, len, "nodes: this node (%s) is missing (a node cannot "
+              "remove itself while it runs: stop it, then adjust the "
+              "others)", self->nc_name);
+    return -1;
+  }
+  if ((what = node_key_changed (self, y)) != NULL) {
+    snprintf (buf, len, "nodes[%zu] (%s): %s (this node's own)",
+              node_index (b, y), y->nc_name, what);
+    return -1;
+  }
+  pthread_mutex_lock (&node->n_lock);
+  primary_id = node->n_primary_id;
+  pthread_mutex_unlock (&node->n_lock);
+  for (i = 0; i < pl->pl_n; i++) {
+    struct peer *p = pl->pl_peers[i];
+    const struct repl_node_cfg *x = p->pr_cfg;
+    bool says_primary;
+
+    y = config_find_node (b, x->nc_name);
+    if (y == NULL && (y = config_find_node_id (b, x->nc_id)) != NULL) {
+      snprintf (buf, len, "nodes[%zu] (%s): name / id (id %u is node %s "
+                "now: remove the node, adjust, then add the other)",
+                node_index (b, y), y->nc_name, x->nc_id, x->nc_name);
+      return -1;
+    }
+    if (y != NULL) {
+      if ((what = node_key_changed (x, y)) != NULL) {
+        snprintf (buf, len, "nodes[%zu] (%s): %s", node_index (b, y),
+                  y->nc_name, what);
+        return -1;
+      }
+      continue;
+    }
+    /* Removed. */
+    pthread_mutex_lock (&p->pr_lock);
+    says_primary = p->pr_says_primary;
+    pthread_mutex_unlock (&p->pr_lock);
+    if (primary_id == (int) x->nc_id || says_primary) {
+      snprintf (buf, len, "nodes (%s removed): %s is the Primary; it cannot "
+                "be removed while it is (make it Secondary first: replctl "
+                "secondary on it)", x->nc_name, x->nc_name);
+      return -1;
+    }
+    if (x->nc_diskless) {
+      snprintf (buf, len, "nodes (%s removed): a diskless node cannot be "
+                "removed at run time (restart the nodes one at a time)",
+                x->nc_name);
+      return -1;
+    }
+    mb->mb_remove[mb->mb_nremove++] = p;
+  }
+  for (k = 0; k < b->cf_nnodes; k++) {
+    y = &b->cf_nodes[k];
+    if (strcmp (y->nc_name, self->nc_name) == 0 ||
+        node_find_peer_name (node, y->nc_name) != NULL)
+      continue;
+    if (y->nc_id == self->nc_id || node_find_peer (node, y->nc_id) != NULL) {
+      snprintf (buf, len, "nodes[%zu] (%s): name / id (id %u is another "
+                "node's)", k, y->nc_name, y->nc_id);
+      return -1;
+    }
+    if (y->nc_diskless || node->n_diskless) {
+      snprintf (buf, len, "nodes[%zu] (%s added): nodes cannot be added at "
+                "run time %s (restart the nodes one at a time)", k,
+                y->nc_name, y->nc_diskless ? "diskless" : "to a diskless "
+                "node");
+      return -1;
+    }
+    mb->mb_add[mb->mb_nadd++] = y;
+  }
+  /* Two primaries order the writes of their one peer (two-primaries.c,
+   * write-path.c): config_load keeps a file with the key to two storage
+   * nodes, and here those two stay the same. */
+  if (node->n_cfg.cf_two_primaries &&
+      (mb->mb_nadd > 0 || mb->mb_nremove > 0)) {
+    if (mb->mb_nadd > 0)
+      snprintf (buf, len, "nodes[%zu] (%s added): allow-two-primaries is "
+                "true (exactly two storage nodes): the nodes",
+                node_index (b, mb->mb_add[0]), mb->mb_add[0]->nc_name);
+    else
+      snprintf (buf, len, "nodes (%s removed): allow-two-primaries is true "
+                "(exactly two storage nodes): the nodes",
+                mb->mb_remove[0]->pr_cfg->nc_name);
+    return -1;
+  }
+  return 0;
 }
 
 #define SET(field, key, fmt, conv)                                      \
@@ -161,11 +288,100 @@ apply (struct repl_config *cur, struct repl_config *new,
     }
 }
 
-/* A configuration loaded by adjust, kept until the node stops. */
+/* A configuration loaded by adjust, kept until the node stops (the
+ * peers it added point into it). */
 struct adjusted {
   struct adjusted *ad_next;
   struct repl_config ad_cfg;
 };
+
+/* Apply what diff_nodes found: new peers get a metadata slot and are
+ * created before anything changes (a failure changes nothing); then
+ * the new list is published, removed peers are stopped and joined (and
+ * freed after a grace period, peers.c), new ones started.  Returns 0,
+ * or -1 with the reason in err. */
+static int
+change_nodes (struct repl_node *node, const struct membership *mb,
+              struct change_buf *cb, char *err, size_t errlen)
+{
+  struct peer_list *old = PEERS (node), *pl;
+  struct peer *added[REPL_MAX_NODES];
+  size_t i, k;
+
+  if (mb->mb_nadd == 0 && mb->mb_nremove == 0)
+    return 0;
+  pl = peer_list_new ();
+  if (pl == NULL) {
+    snprintf (err, errlen, "out of memory");
+    return -1;
+  }
+  /* The bitmaps' size is the volume's: no resize meanwhile. */
+  pthread_mutex_lock (&node->n_resize_lock);
+  for (i = 0; i < mb->mb_nadd; i++) {
+    added[i] = peer_create (node, mb->mb_add[i]);
+    if (added[i] == NULL ||
+        meta_assign_peer_slot (node, added[i], err, errlen) == -1) {
+      if (added[i] == NULL)
+        snprintf (err, errlen, "peer %s: cannot create it: %m",
+                  mb->mb_add[i]->nc_name);
+      peer_free (added[i]);
+      while (i > 0) {
+        meta_release_peer_slot (node, added[--i]);
+        peer_free (added[i]);
+      }
+      pthread_mutex_unlock (&node->n_resize_lock);
+      free (pl);
+      return -1;
+    }
+  }
+  for (k = 0; k < old->pl_n; k++) {
+    bool gone = false;
+
+    for (i = 0; i < mb->mb_nremove; i++)
+      gone |= mb->mb_remove[i] == old->pl_peers[k];
+    if (!gone)
+      pl->pl_peers[pl->pl_n++] = old->pl_peers[k];
+  }
+  for (i = 0; i < mb->mb_nadd; i++)
+    pl->pl_peers[pl->pl_n++] = added[i];
+  peers_publish (node, pl);
+  pthread_mutex_unlock (&node->n_resize_lock);
+
+  for (i = 0; i < mb->mb_nremove; i++) {
+    struct peer *p = mb->mb_remove[i];
+
+    p->pr_start_pending = false;        /* added and removed at once */
+    log_info ("node %s: peer %s (id %u) removed by adjust: disconnecting",
+              node->n_self->nc_name, p->pr_cfg->nc_name, p->pr_cfg->nc_id);
+    peer_stop (p);
+    events_membership (p, false);
+    note (cb, "node %s removed", p->pr_cfg->nc_name);
+  }
+  peers_retire (node, mb->mb_remove, mb->mb_nremove);
+  for (i = 0; i < mb->mb_nadd; i++) {
+    struct peer *p = added[i];
+
+    events_membership (p, true);
+    note (cb, "node %s (id %u, %s) added", p->pr_cfg->nc_name,
+          p->pr_cfg->nc_id, p->pr_cfg->nc_address);
+    log_info ("node %s: peer %s (id %u, %s) added by adjust (%s once "
+              "the requests begun before have ended)",
+              node->n_self->nc_name, p->pr_cfg->nc_name, p->pr_cfg->nc_id,
+              p->pr_cfg->nc_address,
+              p->pr_dials ? "connecting" : "accepting it");
+    /* Started by the ticker once the requests that began before it
+     * was published have ended (peers.c peers_start_added). */
+    p->pr_start_pending = true;
+    p->pr_start_epoch = atomic_load (&node->n_grace_epoch);
+  }
+  if (mb->mb_nadd > 0)
+    atomic_store (&node->n_added_pending, true);
+  /* A Primary's writes from now on are a generation the new peers lack
+   * (gen_before_write), as at start. */
+  if (mb->mb_nadd > 0)
+    atomic_store (&node->n_gen_pending, true);
+  return 0;
+}
 
 /* replctl adjust.  Returns 0 with what changed in out ("nothing
  * changed" if nothing did), or -1 with the reason in out. */
@@ -174,7 +390,8 @@ engine_adjust (struct repl_node *node, char *out, size_t outlen)
 {
   struct adjusted *ad = calloc (1, sizeof *ad);
   struct change_buf cb = { .cb_out = out, .cb_len = outlen };
-  char err[512], key[160];
+  struct membership mb;
+  char err[512], key[512];
   const char *fixed;
   bool quorum;
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_adjust_lock);
@@ -183,14 +400,24 @@ engine_adjust (struct repl_node *node, char *out, size_t outlen)
     snprintf (out, outlen, "out of memory");
     return -1;
   }
+  if (node->n_adjust_closed) {
+    snprintf (out, outlen, "the node is stopping (nothing changed)");
+    free (ad);
+    return -1;
+  }
   if (config_load (node->n_config_abs, &ad->ad_cfg, err,
                    sizeof err) == -1) {
     snprintf (out, outlen, "%s (nothing changed)", err);
     free (ad);
     return -1;
   }
+  /* The peers as this adjust found them: the list only changes here,
+   * under n_adjust_lock, so PEERS () is the current list below. */
+  peers_quiesce (node);
   if ((fixed = fixed_key_changed (&node->n_cfg, &ad->ad_cfg, key,
-                                  sizeof key)) != NULL) {
+                                  sizeof key)) != NULL ||
+      (diff_nodes (node, &ad->ad_cfg, &mb, key, sizeof key) == -1 &&
+       (fixed = key) != NULL)) {
     snprintf (out, outlen, "%s: %s cannot change while the node runs "
               "(nothing changed)", node->n_cfg.cf_path, fixed);
     config_free (&ad->ad_cfg);
@@ -198,7 +425,14 @@ engine_adjust (struct repl_node *node, char *out, size_t outlen)
     return -1;
   }
   out[0] = '\0';
-  quorum = node->n_cfg.cf_quorum != ad->ad_cfg.cf_quorum;
+  if (change_nodes (node, &mb, &cb, err, sizeof err) == -1) {
+    snprintf (out, outlen, "%s (nothing changed)", err);
+    config_free (&ad->ad_cfg);
+    free (ad);
+    return -1;
+  }
+  quorum = node->n_cfg.cf_quorum != ad->ad_cfg.cf_quorum ||
+           mb.mb_nadd > 0 || mb.mb_nremove > 0;
   apply (&node->n_cfg, &ad->ad_cfg, &cb);
   ad->ad_next = node->n_adjusted;
   node->n_adjusted = ad;
@@ -207,6 +441,8 @@ engine_adjust (struct repl_node *node, char *out, size_t outlen)
   else
     log_info ("node %s: adjusted from %s: %s", node->n_self->nc_name,
               node->n_cfg.cf_path, out);
+  /* With the new list (nodes counted) from here on. */
+  peers_quiesce (node);
   if (quorum)
     node_quorum_changed (node);
   return 0;

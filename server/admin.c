@@ -21,7 +21,6 @@ static struct peer *
 find_peer (struct repl_node *node, const char *name, char *err,
            size_t errlen)
 {
-  const struct repl_node_cfg *nc = config_find_node (&node->n_cfg, name);
   struct peer *p;
 
   if (name[0] == '\0') {
@@ -29,8 +28,7 @@ find_peer (struct repl_node *node, const char *name, char *err,
               node->n_cfg.cf_resource);
     return NULL;
   }
-  if (nc == NULL || nc == node->n_self ||
-      (p = node_find_peer (node, nc->nc_id)) == NULL) {
+  if ((p = node_find_peer_name (node, name)) == NULL) {
     snprintf (err, errlen, "'%.64s' is not a peer of node %s in resource "
               "%s", name, node->n_self->nc_name, node->n_cfg.cf_resource);
     return NULL;
@@ -168,8 +166,8 @@ engine_verify_stop (struct repl_node *node, char *err, size_t errlen)
 {
   size_t i, n = 0;
 
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
 
     pthread_mutex_lock (&p->pr_lock);
     if (p->pr_repl == REPL_VERIFY_S || p->pr_verify_wanted) {

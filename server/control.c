@@ -655,8 +655,8 @@ control_status (struct repl_node *node, bool json)
            node->n_cfg.cf_on_no_quorum_suspend ? "no-quorum" : NULL;
   }
   primary = ns.role == REPL_ROLE_PRIMARY;
-  for (i = 0; i < node->n_npeers; i++)
-    snapshot_peer (node->n_peers[i], primary, &snaps[i]);
+  for (i = 0; i < PEERS (node)->pl_n; i++)
+    snapshot_peer (PEERS (node)->pl_peers[i], primary, &snaps[i]);
 
   if (json) {
     buf_printf (&b, "{\"resource\":");
@@ -677,9 +677,10 @@ control_status (struct repl_node *node, bool json)
                 (uint64_t) atomic_load (&node->n_reads),
                 (uint64_t) atomic_load (&node->n_read_bytes));
     json_node_meta (&b, node, &ns);
-    buf_printf (&b, ",\"quorum\":%s,\"auto_promote\":%s,\"fencing\":\"%s\","
-                "\"writes_held\":",
+    buf_printf (&b, ",\"quorum\":%s,\"quorum_nodes\":%zu,"
+                "\"auto_promote\":%s,\"fencing\":\"%s\",\"writes_held\":",
                 node_has_quorum (node) ? "true" : "false",
+                PEERS (node)->pl_n + 1,
                 node->n_cfg.cf_auto_promote ? "true" : "false",
                 fencing_name (node->n_cfg.cf_fencing));
     if (held != NULL)
@@ -692,7 +693,7 @@ control_status (struct repl_node *node, bool json)
                 node->n_cfg.cf_data_integrity ? "crc32c" : "none",
                 node->n_cfg.cf_cork ? "true" : "false");
     buf_printf (&b, ",\"peers\":[");
-    for (i = 0; i < node->n_npeers; i++) {
+    for (i = 0; i < PEERS (node)->pl_n; i++) {
       const struct peer_snapshot *s = &snaps[i];
       buf_printf (&b, "%s{\"name\":", i > 0 ? "," : "");
       buf_json_string (&b, s->name);
@@ -748,13 +749,14 @@ control_status (struct repl_node *node, bool json)
                   ? ": replctl resume-io once the peer cannot take over"
                   : "");
     if (node->n_cfg.cf_quorum != REPL_QUORUM_OFF)
-      buf_printf (&b, "  quorum:%s (%s, on loss: %s)\n",
+      buf_printf (&b, "  quorum:%s (%s of %zu nodes, on loss: %s)\n",
                   node_has_quorum (node) ? "yes" : "NO",
                   node->n_cfg.cf_quorum == REPL_QUORUM_ALL ? "all"
                                                            : "majority",
+                  PEERS (node)->pl_n + 1,
                   node->n_cfg.cf_on_no_quorum_suspend ? "suspend-io"
                                                       : "io-error");
-    for (i = 0; i < node->n_npeers; i++) {
+    for (i = 0; i < PEERS (node)->pl_n; i++) {
       const struct peer_snapshot *s = &snaps[i];
       char oos[32], done[32], total[32];
 
@@ -823,10 +825,10 @@ control_query (struct repl_node *node, const char *cmd)
   else if (dstate && peer == NULL)
     buf_printf (&b, "%s\n", disk_state_name (disk));
   else {
-    for (i = 0; i < node->n_npeers; i++) {
+    for (i = 0; i < PEERS (node)->pl_n; i++) {
       struct peer_snapshot s;
 
-      snapshot_peer (node->n_peers[i], role == REPL_ROLE_PRIMARY, &s);
+      snapshot_peer (PEERS (node)->pl_peers[i], role == REPL_ROLE_PRIMARY, &s);
       if (peer == NULL)
         buf_printf (&b, "%s %s\n", s.name, conn_state_name (s.state));
       else if (strcmp (peer, s.name) == 0) {
@@ -838,8 +840,8 @@ control_query (struct repl_node *node, const char *cmd)
     if (peer != NULL && !found) {
       buf_printf (&b, "error: %.*s: no peer named '%.64s' (peers:", len, cmd,
                   peer);
-      for (i = 0; i < node->n_npeers; i++)
-        buf_printf (&b, " %s", node->n_peers[i]->pr_cfg->nc_name);
+      for (i = 0; i < PEERS (node)->pl_n; i++)
+        buf_printf (&b, " %s", PEERS (node)->pl_peers[i]->pr_cfg->nc_name);
       buf_printf (&b, ")\n");
     }
   }
@@ -1102,8 +1104,15 @@ control_thread (void *arg)
       continue;
     if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &credlen) == -1)
       log_error ("control: SO_PEERCRED: %m (connection refused)");
-    else if (serve (node, fd, &cred))
-      continue;                 /* an events subscriber has it */
+    else {
+      bool handed_over;
+
+      peers_enter (node);
+      handed_over = serve (node, fd, &cred);
+      peers_leave (node);
+      if (handed_over)
+        continue;               /* an events subscriber has it */
+    }
     close (fd);
   }
   return NULL;

@@ -47,7 +47,13 @@ node_no_storage_primary (struct repl_node *node)
   pthread_mutex_unlock (&node->n_lock);
   if (id < 0)
     return true;
-  c = config_find_node_id (&node->n_cfg, id);
+  if ((unsigned) id == node->n_self->nc_id)
+    c = node->n_self;
+  else {
+    struct peer *p = node_find_peer (node, id);
+
+    c = p ? p->pr_cfg : NULL;
+  }
   return c != NULL && c->nc_diskless;
 }
 
@@ -64,8 +70,8 @@ storage_connected (struct repl_node *node, const struct peer *except)
   bool any = false;
   size_t i;
 
-  for (i = 0; i < node->n_npeers && !any; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n && !any; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
     struct conn *qc;
 
     if (q == except)
@@ -163,8 +169,8 @@ diskless_peer_uuids (struct repl_node *node, struct conn *c)
   pthread_mutex_unlock (&node->n_lock);
 
   if (adopted)
-    for (i = 0; i < node->n_npeers; i++) {
-      struct peer *q = node->n_peers[i];
+    for (i = 0; i < PEERS (node)->pl_n; i++) {
+      struct peer *q = PEERS (node)->pl_peers[i];
       struct conn *qc;
 
       pthread_mutex_lock (&q->pr_lock);
@@ -201,8 +207,8 @@ targets (struct repl_node *node, uint32_t skip, struct peer **tg,
   size_t i, n = 0;
 
   *away = 0;
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
     bool t;
 
     if (p->pr_cfg->nc_diskless || (skip & id_bit (p)))

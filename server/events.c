@@ -129,6 +129,21 @@ events_connection (struct peer *p, const char *fmt, ...)
   post (p->pr_node, false, prefix, text);
 }
 
+/* replctl adjust added or removed peer p: DRBD's "create connection"
+ * and "destroy connection" (and the same for its peer-device). */
+void
+events_membership (struct peer *p, bool created)
+{
+  const char *kind = created ? "create" : "destroy";
+  char prefix[192];
+
+  peer_prefix (kind, p, "connection", prefix, sizeof prefix);
+  post (p->pr_node, false, prefix, created ? "connection:Connecting"
+                                           : "connection:StandAlone");
+  peer_prefix (kind, p, "peer-device", prefix, sizeof prefix);
+  post (p->pr_node, false, prefix, "replication:Off");
+}
+
 void
 events_peer_device (struct peer *p, const char *fmt, ...)
 {
@@ -278,6 +293,7 @@ format_now (struct subscriber *su, char **buf, size_t *len, size_t *cap)
   const char *res = node->n_cfg.cf_resource;
   struct timespec t;
   char line[EVENT_TEXT + 128];
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
   enum repl_role role;
   enum repl_disk_state disk;
   bool quorum;
@@ -295,8 +311,8 @@ format_now (struct subscriber *su, char **buf, size_t *len, size_t *cap)
   snprintf (line, sizeof line, "exists device name:%s volume:0 disk:%s",
             res, disk_state_name (disk));
   format_event (buf, len, cap, su->su_json, &t, line);
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
     enum conn_state cs;
     enum repl_state rs;
     const char *peer_role = "Unknown", *peer_disk = "DUnknown";

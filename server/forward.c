@@ -97,8 +97,8 @@ forward_handle_away (struct conn *c, const struct repl_hdr *h,
   /* An away node connected to us is behind the new generation until we
    * have resynced it (what it lacks is in our bitmap, possibly nothing),
    * after which it takes the generation from us. */
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
 
     if (q == p || q->pr_cfg->nc_diskless || !in_mask (mask, q))
       continue;
@@ -131,8 +131,8 @@ forward_submit (struct conn *c, const struct repl_hdr *h,
   pthread_mutex_unlock (&p->pr_lock);
   if (mask == 0)
     return 0;
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
     bool data = h->type != REPL_MSG_FLUSH;
 
     if (q == p || q->pr_cfg->nc_diskless || !in_mask (mask, q))
@@ -166,8 +166,8 @@ forward_handle_out_of_sync (struct conn *c, const struct repl_hdr *h, const uint
                : "a peer that is not a diskless primary");
     return -1;
   }
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
 
     if (q != p && !q->pr_cfg->nc_diskless && in_mask (mask, q)) {
       log_info ("peer %s: %" PRIu32 " bytes at offset %" PRIu64 " were in "

@@ -465,8 +465,8 @@ start_generation (struct repl_node *node, bool tentative)
     atomic_store (&node->n_gen_pending, true);
     return;
   }
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
     /* A diskless peer holds no data: it misses nothing. */
     pthread_mutex_lock (&q->pr_lock);
     away[i] = !q->pr_cfg->nc_diskless && q->pr_state != CONN_CONNECTED;
@@ -475,9 +475,9 @@ start_generation (struct repl_node *node, bool tentative)
 
   pthread_mutex_lock (&node->n_md_io_lock);
   sb = node->n_md.md_super;
-  for (i = 0; i < node->n_npeers && first == NULL; i++)
-    if (away[i] && sb.ms_peers[node->n_peers[i]->pr_md_slot].mp_bitmap_uuid == 0)
-      first = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n && first == NULL; i++)
+    if (away[i] && sb.ms_peers[PEERS (node)->pl_peers[i]->pr_md_slot].mp_bitmap_uuid == 0)
+      first = PEERS (node)->pl_peers[i];
   if (first == NULL) {
     pthread_mutex_unlock (&node->n_md_io_lock);
     return;
@@ -495,8 +495,8 @@ start_generation (struct repl_node *node, bool tentative)
   if (tentative)
     u.gu_flags |= GU_FLAG_TENTATIVE;
   apply_view (&sb, first, &u);
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
 
     if (q != first && away[i] &&
         sb.ms_peers[q->pr_md_slot].mp_bitmap_uuid == 0 &&
@@ -523,9 +523,9 @@ start_generation (struct repl_node *node, bool tentative)
             node->n_self->nc_name, tentative ? "first write with"
             : "lost the other Primary (allow-two-primaries),",
             first->pr_cfg->nc_name, fresh, old);
-  for (i = 0; i < node->n_npeers; i++)
+  for (i = 0; i < PEERS (node)->pl_n; i++)
     if (!away[i])
-      sync_send_uuids (node->n_peers[i]);
+      sync_send_uuids (PEERS (node)->pl_peers[i]);
 }
 
 /* The Primary lost quorum before any write of the generation that
@@ -647,8 +647,8 @@ gen_start_for_away (struct repl_node *node, uint32_t away, uint64_t fresh)
     pthread_mutex_unlock (&node->n_md_io_lock);
     return 0;
   }
-  for (i = 0; i < node->n_npeers && first == NULL; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n && first == NULL; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
     if (!q->pr_cfg->nc_diskless && (away & (UINT32_C (1) << q->pr_cfg->nc_id)))
       first = q;
   }
@@ -658,8 +658,8 @@ gen_start_for_away (struct repl_node *node, uint32_t away, uint64_t fresh)
     uuid_new_current (&u, fresh);
     u.gu_flags &= ~GU_FLAG_TENTATIVE;
     apply_view (&sb, first, &u);
-    for (i = 0; i < node->n_npeers; i++) {
-      struct peer *q = node->n_peers[i];
+    for (i = 0; i < PEERS (node)->pl_n; i++) {
+      struct peer *q = PEERS (node)->pl_peers[i];
 
       if (q != first && !q->pr_cfg->nc_diskless &&
           (away & (UINT32_C (1) << q->pr_cfg->nc_id)) &&
@@ -719,8 +719,8 @@ engine_invalidate (struct repl_node *node, char *err, size_t errlen)
   node_set_disk (node, REPL_DISK_INCONSISTENT);
   log_info ("node %s: invalidated: its data will be replaced by a full "
             "sync from the primary", node->n_self->nc_name);
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
 
     pthread_mutex_lock (&p->pr_lock);
     bitmap_set_all (&p->pr_bitmap);

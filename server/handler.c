@@ -57,6 +57,9 @@ struct reap {
   const char *rp_event;
   struct peer *rp_peer;
   handler_done_fn *rp_done;     /* told the exit status, or NULL */
+  unsigned rp_grace;            /* a read-side grace section that keeps
+                                   rp_peer from being freed should adjust
+                                   remove it meanwhile (peers.c) */
   char rp_what[96];
 };
 
@@ -130,9 +133,12 @@ reaper (void *arg)
     code = WEXITSTATUS (status);
   else if (WIFSIGNALED (status))
     code = 128 + WTERMSIG (status);     /* as the shell reports it */
+  peers_enter (rp->rp_node);
   events_helper (rp->rp_node, rp->rp_event, rp->rp_peer, code);
   if (rp->rp_done)
     rp->rp_done (rp->rp_node, rp->rp_peer, code);
+  peers_leave (rp->rp_node);
+  grace_read_unlock (rp->rp_node, rp->rp_grace);
   free (rp);
   thread_set_finish (&hd->hd_reapers);
   return NULL;
@@ -286,8 +292,10 @@ handler_run_then (struct repl_node *node, enum repl_handler h,
   rp->rp_done = done;
   snprintf (rp->rp_what, sizeof rp->rp_what, "handler %s (pid %d)", event,
             (int) pid);
+  rp->rp_grace = grace_read_lock (node);
   /* A free slot means a free thread in the set (both HANDLERS_MAX). */
   if (thread_set_start (&hd->hd_reapers, reaper, rp) == -1) {
+    grace_read_unlock (node, rp->rp_grace);
     log_error ("handler %s: cannot start its reaper: %m (waiting for it "
                "now)", event);
     /* reaper's thread_set_finish needs a counted thread: do it here. */

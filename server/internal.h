@@ -479,6 +479,16 @@ struct peer {
   struct ack_hist pr_ack_hist;  /* client writes' ACK latency */
   _Atomic uint64_t pr_msgs_received;  /* added by the reader */
   _Atomic uint64_t pr_bytes_received; /* (peer-receive.c) */
+
+  /* Removed by replctl adjust (peers.c): freed after a grace period.
+   * n_grace_lock. */
+  struct peer *pr_next_dead;
+  uint64_t pr_dead_epoch;
+  /* Added by replctl adjust, not started yet: its threads start once
+   * the grace period of pr_start_epoch is over (peers.c
+   * peers_start_added).  n_adjust_lock. */
+  bool pr_start_pending;
+  uint64_t pr_start_epoch;
 };
 
 /* peer.c */
@@ -733,6 +743,49 @@ extern int peer_submit_read_locked (struct peer *p, void *buf,
                                     struct out_msg *om,
                                     struct peer_ticket *t);
 
+/* ---- peers.c ------------------------------------------------------ */
+
+/* The node's peers, as published by engine_create or replctl adjust:
+ * never changed once published (peers.c). */
+struct peer_list {
+  size_t pl_n;
+  struct peer *pl_peers[REPL_MAX_NODES];
+  struct peer_list *pl_next_dead; /* unpublished, waiting for its grace
+                                   period (n_grace_lock) */
+  uint64_t pl_dead_epoch;
+};
+
+extern unsigned grace_read_lock (struct repl_node *node);
+extern void grace_read_unlock (struct repl_node *node, unsigned idx);
+extern void peers_enter (struct repl_node *node);
+extern void peers_leave (struct repl_node *node);
+extern void peers_quiesce (struct repl_node *node);
+extern struct peer_list *peers_pinned (struct repl_node *node);
+extern struct peer_list *peer_list_new (void);
+extern void peers_publish (struct repl_node *node, struct peer_list *pl);
+extern void peers_retire (struct repl_node *node, struct peer *const *gone,
+                          size_t ngone);
+extern void peers_reclaim (struct repl_node *node, bool all);
+extern void peers_start_added (struct repl_node *node);
+extern struct peer *node_find_peer_name (struct repl_node *node,
+                                         const char *name);
+/* The list this thread has pinned (peers_enter). */
+#define PEERS(node) peers_pinned (node)
+
+static inline void
+peers_cleanup (struct repl_node **nodep)
+{
+  peers_leave (*nodep);
+}
+/* Pin the peer list until the end of the scope. */
+#define PEERS_PIN_FOR_CURRENT_SCOPE(node)                               \
+  PEERS_PIN_1 ((node), __LINE__)
+#define PEERS_PIN_1(node, line) PEERS_PIN_2 ((node), line)
+#define PEERS_PIN_2(node, line)                                         \
+  __attribute__ ((cleanup (peers_cleanup), unused))                     \
+  struct repl_node *peers_pin_##line = (node);                          \
+  peers_enter (peers_pin_##line)
+
 /* ---- events.c ------------------------------------------------------- */
 
 #define EVENTS_RING 1024              /* events kept for subscribers */
@@ -768,6 +821,7 @@ extern void events_connection (struct peer *p, const char *fmt, ...)
 extern void events_peer_device (struct peer *p, const char *fmt, ...)
   __attribute__ ((format (printf, 2, 3)));
 extern void events_progress (struct peer *p, uint64_t done, uint64_t total);
+extern void events_membership (struct peer *p, bool created);
 extern void events_helper (struct repl_node *node, const char *helper,
                            const struct peer *p, int rc);
 extern int events_subscribe (struct repl_node *node, int fd,
@@ -786,7 +840,8 @@ struct handlers {
 /* The locks, listed in precedence order: do not take an earlier lock in
  * this list while holding a later one (nbdkit's rule).
  *
- *   n_adjust_lock     replctl adjust, one at a time (adjust.c)
+ *   n_adjust_lock     replctl adjust, one at a time (adjust.c); also
+ *                     the only writer of the peer list (n_plist)
  *   n_role_lock       role changes against client opens (role.c)
  *   n_resize_lock     growing the volume here (resize.c): held across
  *                     the metadata's growth, never a network wait
@@ -805,6 +860,8 @@ struct handlers {
  *   il_lock, ts_lock  inside the interval lock and a thread set only
  *   n_hs_lock         the listener's handshake slots; nothing is taken
  *                     under it
+ *   n_grace_lock      removed peers and lists waiting to be freed
+ *                     (peers.c); nothing is taken under it
  *   ev_lock           the events ring (events.c): innermost, taken
  *                     under any of the above, nothing taken under it
  *   st_ssl_lock       one stream's TLS session (peer-stream.c): held
@@ -820,8 +877,18 @@ struct repl_node {
   const struct repl_node_cfg *n_self;
   struct volume n_vol;
   struct interval_lock n_ilock;
-  size_t n_npeers;
-  struct peer *n_peers[REPL_MAX_NODES];
+  /* The peers (peers.c): read through PEERS (node) under a pin, never
+   * directly; replaced, never changed, by engine_create and adjust. */
+  _Atomic (struct peer_list *) n_plist;
+  _Atomic uint64_t n_peers_gen; /* bumped at each new list (the
+                                   listener's allowed addresses) */
+  _Atomic uint64_t n_grace_epoch;
+  _Atomic uint64_t n_grace_readers[2]; /* pins, by epoch parity */
+  pthread_mutex_t n_grace_lock; /* guards n_dead_*; nothing under it
+                                   but the frees */
+  struct peer_list *n_dead_lists;
+  struct peer *n_dead_peers;
+  atomic_bool n_added_pending;  /* a peer adjust added waits to start */
   int n_listen_fd;
   int n_control_fd;
   int n_stop_fd;                /* eventfd: readable once stopping */
@@ -927,6 +994,8 @@ struct repl_node {
   pthread_mutex_t n_adjust_lock; /* serialises replctl adjust (adjust.c);
                                    taken before any other */
   struct adjusted *n_adjusted;  /* configurations adjust loaded */
+  bool n_adjust_closed;         /* the node stops: no more adjust
+                                   (n_adjust_lock) */
   struct handlers n_handlers;   /* handlers running (handler.c) */
 
   /* The Prometheus endpoint (metrics.c), if the node has metrics:. */
@@ -963,6 +1032,9 @@ extern int meta_write_peer_bitmap_range (struct repl_node *node,
                                          uint64_t len);
 extern int meta_write_super_locked (struct repl_node *node,
                                     const struct md_super *sb);
+extern int meta_assign_peer_slot (struct repl_node *node, struct peer *p,
+                                  char *err, size_t errlen);
+extern void meta_release_peer_slot (struct repl_node *node, struct peer *p);
 
 /* generation.c */
 extern void gen_view (struct repl_node *node, const struct peer *p,

@@ -265,6 +265,27 @@ log_hello_error (const char *from)
     refuse_log (from, "reading hello: %m");
 }
 
+/* Our HELLO to a node that is not a peer: peer_id REPL_PEER_ID_NONE
+ * says so (peer.c peer_check_ident logs it on that side). */
+static void
+send_refusal_hello (struct repl_node *node, struct stream *st)
+{
+  uint8_t buf[REPL_HDR_SIZE + REPL_HELLO_SIZE];
+  struct repl_hdr h;
+  struct repl_hello hello = {
+    .version = REPL_PROTO_VERSION,
+    .node_id = node->n_self->nc_id,
+    .peer_id = REPL_PEER_ID_NONE,
+  };
+
+  snprintf (hello.resource, sizeof hello.resource, "%s",
+            node->n_cfg.cf_resource);
+  wire_hdr_init (&h, REPL_MSG_HELLO, 0, REPL_HELLO_SIZE, 0, 0, 0);
+  wire_encode_hdr (&h, buf);
+  wire_encode_hello (&hello, buf + REPL_HDR_SIZE);
+  stream_write_full (st, buf, sizeof buf, node->n_cfg.cf_ping_timeout_ms);
+}
+
 /* The handshake of one connection, up to the hand-over. */
 static void
 handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
@@ -324,8 +345,12 @@ handle (struct repl_node *node, int fd, const char *from, uint64_t accepted)
   p = node_find_peer (node, hello.node_id);
   if (p == NULL) {
     refuse_log (from, "node id %" PRIu32 " is not a peer of node %s in "
-                "resource %s", hello.node_id, node->n_self->nc_name,
+                "resource %s (not in its configuration, or removed from it "
+                "by replctl adjust)", hello.node_id, node->n_self->nc_name,
                 node->n_cfg.cf_resource);
+    /* A HELLO to no peer tells the other side why, to log it too. */
+    if (strcmp (hello.resource, node->n_cfg.cf_resource) == 0)
+      send_refusal_hello (node, st);
     goto refuse;
   }
   /* Everything up to the hand-over, which replaces any existing
@@ -399,15 +424,16 @@ same_host (const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 }
 
 /* The addresses of the resource's other nodes (their hosts resolved
- * now, at the listener's start).  Returns how many. */
+ * now: at the listener's start, and again after replctl adjust changed
+ * the peers).  Returns how many. */
 static size_t
 peer_addresses (struct repl_node *node,
                 struct sockaddr_storage addrs[MAX_PEER_ADDRS])
 {
   size_t i, n = 0;
 
-  for (i = 0; i < node->n_npeers; i++) {
-    const struct repl_node_cfg *c = node->n_peers[i]->pr_cfg;
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    const struct repl_node_cfg *c = PEERS (node)->pl_peers[i]->pr_cfg;
     struct addrinfo hints = {
       .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
       .ai_flags = AI_NUMERICSERV,
@@ -416,7 +442,8 @@ peer_addresses (struct repl_node *node,
 
     if (r != 0) {
       log_error ("listener: peer %s: address %s: %s (connections from it "
-                 "are refused until the node restarts)", c->nc_name,
+                 "are refused until the node restarts or is adjusted)",
+                 c->nc_name,
                  c->nc_address, gai_strerror (r));
       continue;
     }
@@ -550,7 +577,9 @@ handshake_thread (void *arg)
   struct handshake *hs = arg;
   struct repl_node *node = hs->hs_node;
 
+  peers_enter (node);
   handle (node, hs->hs_fd, hs->hs_from, hs->hs_accepted);
+  peers_leave (node);
   release_slot (node, hs->hs_slot, hs->hs_slot_id);
   free (hs);
   thread_set_finish (&node->n_handshakes);
@@ -605,9 +634,13 @@ void *
 listener_thread (void *arg)
 {
   struct repl_node *node = arg;
-  uint64_t accepted = 0;
+  uint64_t accepted = 0, gen = atomic_load (&node->n_peers_gen);
   struct sockaddr_storage allowed[MAX_PEER_ADDRS];
-  size_t nallowed = peer_addresses (node, allowed);
+  size_t nallowed;
+
+  peers_enter (node);
+  nallowed = peer_addresses (node, allowed);
+  peers_leave (node);
 
   for (;;) {
     struct pollfd pfd[2] = {
@@ -635,6 +668,13 @@ listener_thread (void *arg)
       if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
         log_error ("listener: accept: %m");
       continue;
+    }
+    /* The peers as adjust last left them. */
+    if (gen != atomic_load (&node->n_peers_gen)) {
+      gen = atomic_load (&node->n_peers_gen);
+      peers_enter (node);
+      nallowed = peer_addresses (node, allowed);
+      peers_leave (node);
     }
     describe (&ss, from, sizeof from);
     host_only (&ss, &host);

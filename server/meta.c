@@ -35,6 +35,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include "cleanup.h"
 #include "internal.h"
 #include "log.h"
 #include "uuid-compare.h"
@@ -104,8 +105,8 @@ write_bitmap_pages_locked (struct repl_node *node, uint64_t first,
   char err[256];
   size_t i;
 
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
 
     copy_pages (p, &node->n_md_scratch, first, count);
     if (md_write_bitmap (&node->n_md, p->pr_md_slot, &node->n_md_scratch,
@@ -278,8 +279,8 @@ meta_open (struct repl_node *node, const char *where)
               " (the metadata's size; replctl resize grows it)",
               node->n_vol.vol_path, node->n_vol.vol_size, g->mg_size);
     node->n_vol.vol_size = g->mg_size;
-    for (i = 0; i < node->n_npeers; i++) {
-      struct peer *p = node->n_peers[i];
+    for (i = 0; i < PEERS (node)->pl_n; i++) {
+      struct peer *p = PEERS (node)->pl_peers[i];
       uint32_t gran = p->pr_bitmap.bm_granularity;
 
       bitmap_free (&p->pr_bitmap);
@@ -320,8 +321,8 @@ meta_open (struct repl_node *node, const char *where)
   /* Every peer has a bitmap slot; a peer new to the metadata gets a free
    * one, all dirty (nothing says what it holds). */
   sb = node->n_md.md_super;
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
     int slot = md_peer_slot (&node->n_md, p->pr_cfg->nc_id);
     uint64_t nbad = 0;
 
@@ -373,8 +374,8 @@ meta_open (struct repl_node *node, const char *where)
   }
   else if (!(sb.ms_flags & MD_FLAG_CLEAN) && !node->n_cfg.cf_al_updates) {
     /* No activity log was kept: anything may differ. */
-    for (i = 0; i < node->n_npeers; i++)
-      bitmap_set_all (&node->n_peers[i]->pr_bitmap);
+    for (i = 0; i < PEERS (node)->pl_n; i++)
+      bitmap_set_all (&PEERS (node)->pl_peers[i]->pr_bitmap);
     if (sb.ms_flags & MD_FLAG_PRIMARY)
       sb.ms_flags |= MD_FLAG_CRASHED_PRIMARY;
     node->n_md_crashed = true;
@@ -383,8 +384,8 @@ meta_open (struct repl_node *node, const char *where)
               "resync", node->n_md_path, node->n_self->nc_name);
   }
   else if (!(sb.ms_flags & MD_FLAG_CLEAN)) {
-    for (i = 0; i < node->n_npeers; i++)
-      al_replay (&node->n_al, &node->n_peers[i]->pr_bitmap);
+    for (i = 0; i < PEERS (node)->pl_n; i++)
+      al_replay (&node->n_al, &PEERS (node)->pl_peers[i]->pr_bitmap);
     replayed = (uint64_t) nactive * g->mg_al_extent_size;
     if (sb.ms_flags & MD_FLAG_PRIMARY)
       sb.ms_flags |= MD_FLAG_CRASHED_PRIMARY;
@@ -627,4 +628,99 @@ meta_al_end (struct repl_node *node, uint64_t offset, uint64_t len)
   if (al_complete (&node->n_al, offset, len))
     pthread_cond_broadcast (&node->n_al_cond);
   pthread_mutex_unlock (&node->n_al_lock);
+}
+
+/* replctl adjust added peer p (not published yet): give it a slot in
+ * the metadata, as a start does for a peer new to it, but always
+ * afresh, all out of sync: its id's old slot if one is left (a node
+ * removed while this one was down), else a free one, else one whose
+ * node is neither a peer now nor waiting to be freed.  The all-set
+ * bitmap is on disk before the superblock names the slot, so a crash
+ * in between leaves the slot free or the bitmap set.  Returns 0, or -1
+ * with the reason in err. */
+int
+meta_assign_peer_slot (struct repl_node *node, struct peer *p,
+                       char *err, size_t errlen)
+{
+  const uint32_t id = p->pr_cfg->nc_id;
+  uint64_t pages = node->n_md.md_layout.ml_bm_pages;
+  struct peer_list *pl = PEERS (node);
+  struct md_super sb;
+  char why[256];
+  int slot;
+  uint32_t i;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_md_io_lock);
+
+  slot = md_peer_slot (&node->n_md, id);
+  if (slot == -1)
+    slot = md_peer_slot (&node->n_md, MD_NO_PEER);
+  for (i = 0; slot == -1 && i < node->n_md.md_super.ms_geom.mg_npeers; i++) {
+    uint32_t other = node->n_md.md_super.ms_peers[i].mp_node_id;
+    bool used = false;
+    struct peer *q;
+    size_t k;
+
+    for (k = 0; k < pl->pl_n; k++)
+      used |= pl->pl_peers[k]->pr_cfg->nc_id == other;
+    pthread_mutex_lock (&node->n_grace_lock);
+    for (q = node->n_dead_peers; q != NULL; q = q->pr_next_dead)
+      used |= q->pr_cfg->nc_id == other;
+    pthread_mutex_unlock (&node->n_grace_lock);
+    if (!used)
+      slot = i;
+  }
+  if (slot == -1) {
+    snprintf (err, errlen, "metadata %s has no free peer slot for node %s "
+              "(all %" PRIu32 " are in use%s); to make one, stop this node "
+              "and run replctl create-md --force with the new "
+              "configuration (then a full sync)", node->n_md_path,
+              p->pr_cfg->nc_name, node->n_md.md_super.ms_geom.mg_npeers,
+              node->n_dead_peers ? ", one by a node removed a moment ago: "
+              "try again in a second" : "");
+    errno = ENOSPC;
+    return -1;
+  }
+  p->pr_md_slot = slot;
+  bitmap_set_all (&p->pr_bitmap);
+  copy_pages (p, &node->n_md_scratch, 0, pages);
+  if (md_write_bitmap (&node->n_md, slot, &node->n_md_scratch, 0, pages,
+                       why, sizeof why) == -1) {
+    snprintf (err, errlen, "metadata %s: bitmap of new peer %s: %s",
+              node->n_md_path, p->pr_cfg->nc_name, why);
+    return -1;
+  }
+  sb = node->n_md.md_super;
+  sb.ms_peers[slot].mp_node_id = id;
+  sb.ms_peers[slot].mp_flags = 0;
+  sb.ms_peers[slot].mp_bitmap_uuid = 0;
+  if (md_write_super (&node->n_md, &sb, why, sizeof why) == -1) {
+    snprintf (err, errlen, "metadata %s: superblock: %s", node->n_md_path,
+              why);
+    return -1;
+  }
+  log_info ("metadata %s: peer slot %d for new peer %s (id %" PRIu32
+            "), all out of sync", node->n_md_path, slot, p->pr_cfg->nc_name,
+            id);
+  return 0;
+}
+
+/* Peer p, removed by replctl adjust, is gone for good (peers.c, after
+ * its grace period): its slot is free for the next node added. */
+void
+meta_release_peer_slot (struct repl_node *node, struct peer *p)
+{
+  struct md_super sb;
+  int slot = p->pr_md_slot;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_md_io_lock);
+
+  if (!node->n_md_open || slot < 0 ||
+      node->n_md.md_super.ms_peers[slot].mp_node_id != p->pr_cfg->nc_id)
+    return;
+  sb = node->n_md.md_super;
+  sb.ms_peers[slot].mp_node_id = MD_NO_PEER;
+  sb.ms_peers[slot].mp_flags = 0;
+  sb.ms_peers[slot].mp_bitmap_uuid = 0;
+  if (meta_write_super_locked (node, &sb) == 0)
+    log_info ("metadata %s: peer slot %d of removed peer %s released",
+              node->n_md_path, slot, p->pr_cfg->nc_name);
 }

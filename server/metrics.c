@@ -157,9 +157,10 @@ snapshot_node (struct repl_node *node, struct metrics_node *ns)
   ns->requests_in_flight = atomic_load (&node->n_requests_in_flight);
   ns->al_waits = atomic_load (&node->n_al_waits);
   ns->clients = atomic_load (&node->n_clients);
-  ns->npeers = node->n_npeers;
-  for (i = 0; i < node->n_npeers; i++)
-    snapshot_peer (node->n_peers[i], &ns->peers[i]);
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
+  ns->npeers = PEERS (node)->pl_n;
+  for (i = 0; i < PEERS (node)->pl_n; i++)
+    snapshot_peer (PEERS (node)->pl_peers[i], &ns->peers[i]);
 }
 
 /* The body, formatted from a snapshot. */

@@ -57,17 +57,6 @@ node_role (struct repl_node *node)
   return role;
 }
 
-struct peer *
-node_find_peer (struct repl_node *node, unsigned id)
-{
-  size_t i;
-
-  for (i = 0; i < node->n_npeers; i++)
-    if (node->n_peers[i]->pr_cfg->nc_id == id)
-      return node->n_peers[i];
-  return NULL;
-}
-
 /* The disk state and role at start, from the metadata.  A primary whose
  * disk is not Consistent (new metadata, or an interrupted resync target)
  * declares its data authoritative, like DRBD's `primary --force`: every
@@ -84,8 +73,8 @@ start_role (struct repl_node *node)
       log_info ("node %s: disk was not Consistent; role=primary declares "
                 "its data authoritative: every peer gets a full sync",
                 node->n_self->nc_name);
-      for (i = 0; i < node->n_npeers; i++)
-        bitmap_set_all (&node->n_peers[i]->pr_bitmap);
+      for (i = 0; i < PEERS (node)->pl_n; i++)
+        bitmap_set_all (&PEERS (node)->pl_peers[i]->pr_bitmap);
       if (gen_force_primary (node) == -1)
         return -1;
     }
@@ -165,6 +154,18 @@ engine_create (const char *config_path, const char *node_name, bool primary,
   events_init (&node->n_events);
   handlers_init (&node->n_handlers);
   mutex_init (&node->n_adjust_lock);
+  mutex_init (&node->n_grace_lock);
+  {
+    struct peer_list *pl = peer_list_new ();
+
+    if (pl == NULL) {
+      engine_destroy (node);
+      return NULL;
+    }
+    peers_publish (node, pl);
+  }
+  /* No thread runs yet, but PEERS () wants a pin (peers.c). */
+  peers_enter (node);
 
   if (config_load (config_path, &node->n_cfg, err, sizeof err) == -1) {
     log_error ("%s", err);
@@ -240,7 +241,8 @@ engine_create (const char *config_path, const char *node_name, bool primary,
     p = peer_create (node, c);
     if (p == NULL)
       goto err;
-    node->n_peers[node->n_npeers++] = p;
+    /* Not published yet to anyone but this thread. */
+    PEERS (node)->pl_peers[PEERS (node)->pl_n++] = p;
   }
 
   node->n_listen_fd = sock_listen_tcp (self->nc_host, self->nc_port);
@@ -283,9 +285,11 @@ engine_create (const char *config_path, const char *node_name, bool primary,
       goto err;
   }
 
+  peers_leave (node);
   return node;
 
  err:
+  peers_leave (node);
   /* A start that failed leaves no metadata it created behind: the next
    * start (or create-md) makes it afresh. */
   if (node->n_md_created && unlink (node->n_md_path) == 0)
@@ -305,6 +309,7 @@ engine_start (struct repl_node *node)
   uint64_t size;
 
   assert (node->n_magic == NODE_MAGIC);
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
   /* What this node starts as, for the log line below: once the peer
    * threads run, they change these under n_lock (the size too, on a
    * diskless node that learns it from a peer: diskless.c). */
@@ -332,8 +337,8 @@ engine_start (struct repl_node *node)
     log_error ("pthread_create: %m");
     return -1;
   }
-  for (i = 0; i < node->n_npeers; i++)
-    if (peer_start (node->n_peers[i]) == -1)
+  for (i = 0; i < PEERS (node)->pl_n; i++)
+    if (peer_start (PEERS (node)->pl_peers[i]) == -1)
       return -1;
   if (metrics_start (node) == -1)
     return -1;
@@ -346,7 +351,7 @@ engine_start (struct repl_node *node)
             " bytes), %zu peer(s), protocol %c",
             node->n_cfg.cf_resource, node->n_self->nc_name,
             node->n_self->nc_id, role_name (role),
-            disk_state_name (disk), size, node->n_npeers,
+            disk_state_name (disk), size, PEERS (node)->pl_n,
             node->n_cfg.cf_protocol);
   return 0;
 }
@@ -361,6 +366,11 @@ engine_destroy (struct repl_node *node)
   assert (node->n_magic == NODE_MAGIC);
 
   metrics_stop (node);          /* first: no scrape of a node stopping */
+  /* No adjust changes the peers from now on (adjust.c). */
+  pthread_mutex_lock (&node->n_adjust_lock);
+  node->n_adjust_closed = true;
+  pthread_mutex_unlock (&node->n_adjust_lock);
+  peers_enter (node);
   if (node->n_started) {
     uint64_t one = 1;
 
@@ -371,10 +381,10 @@ engine_destroy (struct repl_node *node)
     pthread_mutex_unlock (&node->n_lock);
     if (write (node->n_stop_fd, &one, sizeof one) != sizeof one)
       log_error ("eventfd write: %m");
-    for (i = 0; i < node->n_npeers; i++)
-      peer_request_stop (node->n_peers[i]);
-    for (i = 0; i < node->n_npeers; i++)
-      peer_stop (node->n_peers[i]);
+    for (i = 0; i < PEERS (node)->pl_n; i++)
+      peer_request_stop (PEERS (node)->pl_peers[i]);
+    for (i = 0; i < PEERS (node)->pl_n; i++)
+      peer_stop (PEERS (node)->pl_peers[i]);
     if (node->n_listener)
       pthread_join (node->n_listener, NULL);
     listener_wait_handshakes (node);
@@ -389,9 +399,20 @@ engine_destroy (struct repl_node *node)
       pthread_join (node->n_worker, NULL);
   }
 
-  meta_close (node);
-  for (i = 0; i < node->n_npeers; i++)
-    peer_free (node->n_peers[i]);
+  /* Every thread is joined: removed peers (their metadata slots
+   * released) and old lists go, then the current peers. */
+  {
+    struct peer_list *pl = PEERS (node);
+
+    peers_reclaim (node, true);
+    meta_close (node);          /* writes the current peers' bitmaps */
+    peers_leave (node);
+    if (pl != NULL) {
+      for (i = 0; i < pl->pl_n; i++)
+        peer_free (pl->pl_peers[i]);
+      free (pl);
+    }
+  }
   peer_tls_fini (node);         /* after every peer socket is closed */
   if (node->n_listen_fd >= 0)
     close (node->n_listen_fd);
@@ -410,6 +431,7 @@ engine_destroy (struct repl_node *node)
   adjust_free (node);
   free (node->n_config_abs);
   pthread_mutex_destroy (&node->n_adjust_lock);
+  pthread_mutex_destroy (&node->n_grace_lock);
   pthread_cond_destroy (&node->n_cond);
   pthread_cond_destroy (&node->n_work_cond);
   pthread_cond_destroy (&node->n_al_cond);
@@ -451,6 +473,7 @@ engine_client_open (struct repl_node *node)
 {
   bool changed = false;
   int r;
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
 
   role_start_wait (node);
   role_start_check (node);
@@ -470,6 +493,7 @@ void
 engine_client_close (struct repl_node *node)
 {
   bool changed = false;
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
 
   pthread_mutex_lock (&node->n_role_lock);
   if (atomic_fetch_sub (&node->n_clients, 1) == 1 && node->n_auto_promoted)
@@ -482,9 +506,10 @@ engine_client_close (struct repl_node *node)
 int
 engine_check_client (struct repl_node *node)
 {
-  const struct repl_node_cfg *primary;
+  const struct repl_node_cfg *primary = NULL;
   enum repl_role role;
   int primary_id;
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
 
   pthread_mutex_lock (&node->n_lock);
   role = node->n_role;
@@ -493,8 +518,11 @@ engine_check_client (struct repl_node *node)
 
   if (role == REPL_ROLE_PRIMARY)
     return 0;
-  primary = primary_id >= 0
-    ? config_find_node_id (&node->n_cfg, primary_id) : NULL;
+  if (primary_id >= 0) {
+    struct peer *p = node_find_peer (node, primary_id);
+
+    primary = p ? p->pr_cfg : NULL;
+  }
   if (primary)
     log_error ("refusing client: node %s is Secondary for resource %s; "
                "the primary is %s (%s)", node->n_self->nc_name,

@@ -580,6 +580,9 @@ conn_receive_loop (struct conn *c)
     c->c_rx_handover = false;
     pthread_mutex_unlock (&p->pr_lock);
 
+    /* Each message with the peer list as it is now (peers.c): a no-op
+     * for a writer reading its own ACK under its request's pin. */
+    peers_quiesce (p->pr_node);
     r = rx_step (c, rx);
 
     pthread_mutex_lock (&p->pr_lock);

@@ -225,7 +225,9 @@ peer_flush_thread (void *arg)
 
     if (c != NULL && c->c_flush_wanted) {
       c->c_flush_wanted = false;
+      peers_enter (p->pr_node);
       conn_flush_locked (c);
+      peers_leave (p->pr_node);
       continue;
     }
     pthread_cond_wait (&p->pr_flush_cond, &p->pr_lock);

@@ -425,8 +425,8 @@ sync_release_source (struct peer *p, const char *why)
   pthread_mutex_unlock (&node->n_lock);
   if (!was)
     return;
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
 
     pthread_mutex_lock (&q->pr_lock);
     if (q->pr_resync_deferred) {
@@ -470,8 +470,8 @@ reconcile (struct repl_node *node, struct peer *primary)
   if (n > node->n_al.al_nslots)
     n = node->n_al.al_nslots;
 
-  for (k = 0; k < node->n_npeers; k++) {
-    struct peer *q = node->n_peers[k];
+  for (k = 0; k < PEERS (node)->pl_n; k++) {
+    struct peer *q = PEERS (node)->pl_peers[k];
 
     if (q == primary || q->pr_cfg->nc_diskless)
       continue;
@@ -515,11 +515,11 @@ sync_on_lost (struct conn *c, bool fence)
   if (was_primary && !node->n_diskless) {
     size_t i;
 
-    for (i = 0; i < node->n_npeers; i++)
-      if (node->n_peers[i] != p &&
-          check_newer_peer (node->n_peers[i]) == -1)
+    for (i = 0; i < PEERS (node)->pl_n; i++)
+      if (PEERS (node)->pl_peers[i] != p &&
+          check_newer_peer (PEERS (node)->pl_peers[i]) == -1)
         log_error ("peer %s: cannot write metadata",
-                   node->n_peers[i]->pr_cfg->nc_name);
+                   PEERS (node)->pl_peers[i]->pr_cfg->nc_name);
   }
   /* Two primaries apart: a split brain from now on (generation.c),
    * even after a GOODBYE (the peer may have answered writes it could

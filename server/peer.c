@@ -407,6 +407,14 @@ peer_check_ident (struct peer *p, const struct repl_hello *h,
               "we serve '%s'", h->resource, node->n_cfg.cf_resource);
     return -1;
   }
+  if (h->node_id == p->pr_cfg->nc_id && h->peer_id == REPL_PEER_ID_NONE) {
+    snprintf (err, errlen, "refused: node %s (id %u) does not know this "
+              "node (id %u): it is not in that node's configuration of "
+              "resource %s (removed by replctl adjust there?)",
+              p->pr_cfg->nc_name, p->pr_cfg->nc_id, node->n_self->nc_id,
+              node->n_cfg.cf_resource);
+    return -1;
+  }
   if (h->node_id != p->pr_cfg->nc_id || h->peer_id != node->n_self->nc_id) {
     snprintf (err, errlen, "refusing connection: peer says it is node id %"
               PRIu32 " talking to id %" PRIu32 ", expected %u talking to %u "
@@ -518,6 +526,9 @@ establish (struct peer *p)
     char err[512];
 
     pthread_mutex_lock (&p->pr_lock);
+    /* The waits below may last: no pin on the peer list (peers.c)
+     * meanwhile; this thread holds nothing from it but its own peer. */
+    peers_leave (p->pr_node);
     /* replctl disconnect: no connection until replctl connect. */
     if (p->pr_admin_down && !p->pr_stopping) {
       peer_set_conn_locked (p, CONN_STANDALONE);
@@ -530,6 +541,7 @@ establish (struct peer *p)
       while (!p->pr_stopping && !p->pr_admin_down && p->pr_incoming == NULL)
         pthread_cond_wait (&p->pr_cond, &p->pr_lock);
     }
+    peers_enter (p->pr_node);
     if (p->pr_admin_down && !p->pr_stopping) {
       pthread_mutex_unlock (&p->pr_lock);
       continue;
@@ -588,10 +600,13 @@ establish (struct peer *p)
 
     pthread_mutex_lock (&p->pr_lock);
     peer_set_conn_locked (p, CONN_CONNECTING);
+    peers_leave (p->pr_node);
     if (!sleep_locked (p, backoff)) {
+      peers_enter (p->pr_node);
       pthread_mutex_unlock (&p->pr_lock);
       return NULL;
     }
+    peers_enter (p->pr_node);
     pthread_mutex_unlock (&p->pr_lock);
     backoff = backoff * 2 > backoff_max ? backoff_max : backoff * 2;
   }
@@ -652,6 +667,8 @@ peer_thread (void *arg)
   struct repl_node *node = p->pr_node;
   const char *name = p->pr_cfg->nc_name;
   struct conn *c;
+  /* Left at its waits (establish, conn_receive_loop): peers.c. */
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
 
   while ((c = establish (p)) != NULL) {
     struct stream *st = c->c_stream;

@@ -174,7 +174,7 @@ resize_local (struct repl_node *node, uint64_t size, uint32_t mark_ids,
     goto out;
   }
   /* Everything that can fail before the commit. */
-  for (n = 0; n <= node->n_npeers; n++)
+  for (n = 0; n <= PEERS (node)->pl_n; n++)
     if (bitmap_init (&grown[n], size, gran) == -1) {
       snprintf (err, errlen, "bitmap: %s", strerror (errno));
       goto out;
@@ -189,9 +189,9 @@ resize_local (struct repl_node *node, uint64_t size, uint32_t mark_ids,
   }
 
   pthread_mutex_lock (&node->n_md_io_lock);
-  for (i = 0; i < node->n_npeers; i++)
-    if (mark_ids & (UINT32_C (1) << node->n_peers[i]->pr_cfg->nc_id))
-      mark_slots |= UINT32_C (1) << node->n_peers[i]->pr_md_slot;
+  for (i = 0; i < PEERS (node)->pl_n; i++)
+    if (mark_ids & (UINT32_C (1) << PEERS (node)->pl_peers[i]->pr_cfg->nc_id))
+      mark_slots |= UINT32_C (1) << PEERS (node)->pl_peers[i]->pr_md_slot;
   test_crash ("before-commit");
   if (md_grow (&node->n_md, size, mark_slots, why, sizeof why) == -1) {
     pthread_mutex_unlock (&node->n_md_io_lock);
@@ -202,9 +202,9 @@ resize_local (struct repl_node *node, uint64_t size, uint32_t mark_ids,
   /* Committed: nothing below can fail.  The scratch bitmap follows the
    * metadata's size (md_write_bitmap checks it); so do the peers'. */
   bitmap_free (&node->n_md_scratch);
-  node->n_md_scratch = grown[node->n_npeers];
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  node->n_md_scratch = grown[PEERS (node)->pl_n];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
     struct bitmap *b = &grown[i];
 
     pthread_mutex_lock (&p->pr_lock);
@@ -293,8 +293,8 @@ drop_diskless (struct repl_node *node, uint64_t size)
 {
   size_t i;
 
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
     struct conn *qc;
 
     pthread_mutex_lock (&q->pr_lock);
@@ -316,8 +316,8 @@ away_ids (struct repl_node *node, const struct peer *except)
   uint32_t ids = 0;
   size_t i;
 
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *q = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
 
     if (q == except || q->pr_cfg->nc_diskless)
       continue;
@@ -537,8 +537,8 @@ engine_resize (struct repl_node *node, bool assume_clean, uint64_t want,
               "UpToDate node (the Primary)", disk_state_name (disk));
     goto done;
   }
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
     struct conn *c;
 
     pthread_mutex_lock (&p->pr_lock);
@@ -594,9 +594,9 @@ engine_resize (struct repl_node *node, bool assume_clean, uint64_t want,
   /* 2. Ourselves, the new area marked for every peer. */
   mark = 0;
   if (!assume_clean)
-    for (i = 0; i < node->n_npeers; i++)
-      if (!node->n_peers[i]->pr_cfg->nc_diskless)
-        mark |= UINT32_C (1) << node->n_peers[i]->pr_cfg->nc_id;
+    for (i = 0; i < PEERS (node)->pl_n; i++)
+      if (!PEERS (node)->pl_peers[i]->pr_cfg->nc_diskless)
+        mark |= UINT32_C (1) << PEERS (node)->pl_peers[i]->pr_cfg->nc_id;
   if (resize_local (node, size, mark, false, err, sizeof err) == -1) {
     snprintf (out, outlen, "%s", err);
     goto done;
@@ -642,8 +642,8 @@ engine_resize (struct repl_node *node, bool assume_clean, uint64_t want,
   pthread_mutex_lock (&node->n_lock);
   __atomic_store_n (&node->n_vol.vol_size, size, __ATOMIC_RELEASE);
   pthread_mutex_unlock (&node->n_lock);
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
     struct conn *c;
 
     pthread_mutex_lock (&p->pr_lock);

@@ -423,6 +423,7 @@ resync_thread (void *arg)
       break;
     }
     c = conn_get (p->pr_conn);  /* Connected: pr_conn is set */
+    peers_enter (p->pr_node);
     if (p->pr_verify_wanted && !p->pr_resync_wanted) {
       p->pr_verify_wanted = false;
       pthread_mutex_unlock (&p->pr_lock);
@@ -433,6 +434,7 @@ resync_thread (void *arg)
       pthread_mutex_unlock (&p->pr_lock);
       resync (c, slots);
     }
+    peers_leave (p->pr_node);
     conn_put (c);
   }
 

@@ -37,8 +37,8 @@ node_has_quorum (struct repl_node *node)
    * node that was frozen (SIGSTOP, a VM paused) still shows its old
    * connections as up until its ticker looks, while the others may have
    * given it up and promoted another node. */
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
     struct conn *c;
     uint64_t last;
 
@@ -50,7 +50,9 @@ node_has_quorum (struct repl_node *node)
     }
     pthread_mutex_unlock (&p->pr_lock);
   }
-  return decide_quorum (node->n_cfg.cf_quorum, votes, node->n_cfg.cf_nnodes);
+  /* Every configured node, this one and its peers as replctl adjust last
+   * left them, counts (as DRBD counts configured nodes). */
+  return decide_quorum (node->n_cfg.cf_quorum, votes, PEERS (node)->pl_n + 1);
 }
 
 /* A peer connected or went away: writers suspended for want of quorum
@@ -198,8 +200,8 @@ role_start_check (struct repl_node *node)
     if (now_ns () >= node->n_start_deadline_ns)
       why = "not every peer answered within ping-timeout; none is Primary";
   }
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
 
     if (peer_conn_locked (p) == NULL)
@@ -404,8 +406,8 @@ announce_state (struct repl_node *node)
 {
   size_t i;
 
-  for (i = 0; i < node->n_npeers; i++)
-    role_tell_state (node->n_peers[i]);
+  for (i = 0; i < PEERS (node)->pl_n; i++)
+    role_tell_state (PEERS (node)->pl_peers[i]);
 }
 
 static int
@@ -418,8 +420,8 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
   size_t i;
 
   /* The facts: the rules are common/decide.c's. */
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
     struct conn *conn = peer_conn_locked (p);
 
@@ -482,8 +484,8 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
       snprintf (err, errlen, "cannot write the metadata");
       return -1;
     }
-    for (i = 0; i < node->n_npeers; i++) {
-      struct peer *p = node->n_peers[i];
+    for (i = 0; i < PEERS (node)->pl_n; i++) {
+      struct peer *p = PEERS (node)->pl_peers[i];
       pthread_mutex_lock (&p->pr_lock);
       bitmap_set_all (&p->pr_bitmap);
       /* Connected peers resync from the new generation at once. */
@@ -509,8 +511,8 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
   atomic_store (&node->n_gen_pending, true);
   /* A connected peer whose disk is not UpToDate: reconnect, so that the
    * decision is made again with this node as Primary, its source. */
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
 
     pthread_mutex_lock (&p->pr_lock);
     if (p->pr_disk != REPL_DISK_UPTODATE)
@@ -549,8 +551,8 @@ demote (struct repl_node *node, char *err, size_t errlen)
   if (node->n_cfg.cf_two_primaries) {
     size_t i;
 
-    for (i = 0; i < node->n_npeers; i++) {
-      struct peer *p = node->n_peers[i];
+    for (i = 0; i < PEERS (node)->pl_n; i++) {
+      struct peer *p = PEERS (node)->pl_peers[i];
       struct conn *c;
       bool primary;
 

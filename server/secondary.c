@@ -376,8 +376,8 @@ secondary_apply_resync_done (struct conn *c, const struct rx_msg *m)
   if (c->c_role == REPL_ROLE_PRIMARY) {
     size_t i;
 
-    for (i = 0; i < node->n_npeers; i++) {
-      struct peer *q = node->n_peers[i];
+    for (i = 0; i < PEERS (node)->pl_n; i++) {
+      struct peer *q = PEERS (node)->pl_peers[i];
       struct conn *qc;
       bool same;
 

@@ -99,10 +99,14 @@ ticker_thread (void *arg)
     size_t i;
 
     pthread_mutex_unlock (&node->n_lock);
-    for (i = 0; i < node->n_npeers; i++)
-      check_peer (node, node->n_peers[i], now_ns ());
+    peers_enter (node);
+    for (i = 0; i < PEERS (node)->pl_n; i++)
+      check_peer (node, PEERS (node)->pl_peers[i], now_ns ());
     role_start_check (node);
     role_fence_check (node);
+    peers_leave (node);
+    peers_reclaim (node, false);  /* what replctl adjust removed */
+    peers_start_added (node);     /* ... and added */
     pthread_mutex_lock (&node->n_lock);
 
     ts = deadline_after_ns (TICK_MS * UINT64_C (1000000));

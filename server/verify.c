@@ -371,8 +371,8 @@ kick_connected_peers (struct repl_node *node, bool verify,
     snprintf (err, errlen, "%s runs on the primary", what);
     return -1;
   }
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
 
     pthread_mutex_lock (&p->pr_lock);
     if (p->pr_state == CONN_CONNECTED) {

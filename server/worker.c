@@ -58,18 +58,19 @@ worker_thread (void *arg)
       work = node->n_work;
       node->n_work = 0;
     }
+    PEERS_PIN_FOR_CURRENT_SCOPE (node);
     if ((work & WORK_GEN_COMMIT) && gen_commit (node) == 1)
       work |= WORK_UUIDS;
     if (work & WORK_UUIDS)
-      for (i = 0; i < node->n_npeers; i++)
-        sync_send_uuids (node->n_peers[i]);
+      for (i = 0; i < PEERS (node)->pl_n; i++)
+        sync_send_uuids (PEERS (node)->pl_peers[i]);
     if (work & WORK_ANNOUNCE)
-      for (i = 0; i < node->n_npeers; i++)
-        role_tell_state (node->n_peers[i]);
+      for (i = 0; i < PEERS (node)->pl_n; i++)
+        role_tell_state (PEERS (node)->pl_peers[i]);
     if (work & WORK_DROP_MARKS)
-      for (i = 0; i < node->n_npeers; i++)
-        if (drop_marks_if_copy (node->n_peers[i]) == -1)
+      for (i = 0; i < PEERS (node)->pl_n; i++)
+        if (drop_marks_if_copy (PEERS (node)->pl_peers[i]) == -1)
           log_error ("peer %s: cannot write its bitmap",
-                     node->n_peers[i]->pr_cfg->nc_name);
+                     PEERS (node)->pl_peers[i]->pr_cfg->nc_name);
   }
 }

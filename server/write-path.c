@@ -17,6 +17,7 @@
  */
 #include <config.h>
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -65,8 +66,8 @@ mark_failed_local (struct repl_node *node, uint32_t count, uint64_t offset)
 {
   size_t i;
 
-  for (i = 0; i < node->n_npeers; i++) {
-    struct peer *p = node->n_peers[i];
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
 
     pthread_mutex_lock (&p->pr_lock);
     bitmap_set_range (&p->pr_bitmap, offset, count);
@@ -91,6 +92,7 @@ replicate (struct repl_node *node, const struct local_op *op,
 {
   struct out_msg msgs[REPL_MAX_NODES];
   struct peer_ticket tickets[REPL_MAX_NODES];
+  struct peer_list *pl = PEERS (node);  /* the request's pin */
   uint16_t flags = 0;
   struct waiter w;
   size_t i;
@@ -103,11 +105,13 @@ replicate (struct repl_node *node, const struct local_op *op,
     flags |= REPL_FLAG_MAY_TRIM;
 
   waiter_init (&w, 0);
-  for (i = 0; i < node->n_npeers; i++)
+  for (i = 0; i < pl->pl_n; i++)
     tickets[i] = (struct peer_ticket) { .pt_conn = NULL,
                                         .pt_range = tp };
   if (tp != NULL) {
-    /* Two storage nodes (config_load): our one peer's ticket. */
+    /* Two storage nodes (config_load; adjust changes no node then):
+     * our one peer's ticket. */
+    assert (pl->pl_n == 1);
     ilock_acquire_local (&node->n_ilock, tp, offset, count, &tickets[0]);
     r = local_apply (node, op, count, offset);
     saved_errno = errno;
@@ -118,10 +122,10 @@ replicate (struct repl_node *node, const struct local_op *op,
       goto done;
     }
   }
-  for (i = 0; i < node->n_npeers; i++) {
-    if (node->n_peers[i]->pr_cfg->nc_diskless)
+  for (i = 0; i < pl->pl_n; i++) {
+    if (pl->pl_peers[i]->pr_cfg->nc_diskless)
       continue;                 /* a diskless secondary keeps nothing */
-    if (peer_submit (node->n_peers[i], op->lo_type, flags, op->lo_buf,
+    if (peer_submit (pl->pl_peers[i], op->lo_type, flags, op->lo_buf,
                      op->lo_type == REPL_MSG_FLUSH ? 0 : count,
                      op->lo_type == REPL_MSG_FLUSH ? 0 : offset, &w,
                      &msgs[i], &tickets[i]) == 0) {
@@ -137,20 +141,20 @@ replicate (struct repl_node *node, const struct local_op *op,
   /* Read each peer's answer ourselves, one connection after the other,
    * where nobody else is reading it; elsewhere whoever reads completes
    * us. */
-  for (i = 0; i < node->n_npeers; i++)
+  for (i = 0; i < pl->pl_n; i++)
     ticket_wait_own_ack (&tickets[i]);
   waiter_wait (&w);
   waiter_destroy (&w);
   /* A peer lost while we waited: its connection failed the message
    * without an answer (and put the range in its bitmap). */
-  for (i = 0; i < node->n_npeers; i++)
+  for (i = 0; i < pl->pl_n; i++)
     if (tickets[i].pt_conn != NULL && !tickets[i].pt_answered)
       lost = true;
  done:
   /* The range goes before the tickets it points to. */
   if (tp != NULL)
     ilock_release (&node->n_ilock, tp);
-  for (i = 0; i < node->n_npeers; i++)
+  for (i = 0; i < pl->pl_n; i++)
     ticket_release (&tickets[i]);
   if (r == -1 && op->lo_type != REPL_MSG_FLUSH)
     mark_failed_local (node, count, offset);
@@ -250,6 +254,7 @@ engine_pwrite (struct repl_node *node, const void *buf, uint32_t count,
 {
   struct local_op op = { .lo_type = REPL_MSG_WRITE, .lo_buf = buf,
                          .lo_fua = fua };
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
 
   atomic_fetch_add (&node->n_writes, 1);
   atomic_fetch_add (&node->n_write_bytes, count);
@@ -261,6 +266,7 @@ engine_trim (struct repl_node *node, uint32_t count, uint64_t offset,
              bool fua)
 {
   struct local_op op = { .lo_type = REPL_MSG_TRIM, .lo_fua = fua };
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
 
   return ranged (node, &op, count, offset);
 }
@@ -271,6 +277,7 @@ engine_zero (struct repl_node *node, uint32_t count, uint64_t offset,
 {
   struct local_op op = { .lo_type = REPL_MSG_ZERO, .lo_fua = fua,
                          .lo_may_trim = may_trim };
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
 
   return ranged (node, &op, count, offset);
 }
@@ -280,6 +287,7 @@ engine_flush (struct repl_node *node)
 {
   struct local_op op = { .lo_type = REPL_MSG_FLUSH };
   int r;
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
 
   if (node->n_diskless)
     return diskless_ranged (node, REPL_MSG_FLUSH, NULL, 0, 0, 0);
@@ -295,6 +303,8 @@ int
 engine_pread (struct repl_node *node, void *buf, uint32_t count,
               uint64_t offset)
 {
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
+
   atomic_fetch_add (&node->n_reads, 1);
   atomic_fetch_add (&node->n_read_bytes, count);
   if (node->n_diskless)

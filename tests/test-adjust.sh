@@ -2,7 +2,7 @@
 # replctl adjust: a changed configuration file applied to running nodes
 # under a writer — a handler, net timeouts and the resync rate change
 # and take effect; a change to a key that may not change while running
-# (protocol, a node's address, a node added) and a malformed file are
+# (protocol, a node's address, a node's id) and a malformed file are
 # refused, naming the key or the problem, and change nothing.
 source "$(dirname "$0")/functions.sh"
 requires jq --version
@@ -80,8 +80,7 @@ refused () {                    # SED-SCRIPT EXPECTED
 refused 's/^protocol: C$/protocol: A/' "protocol (both nodes must change it together"
 port1=$(grep -A2 'name: node1' "$CONFIG" | sed -n 's/.*address: \(.*\)/\1/p')
 refused "s/$port1/127.0.0.1:1/" "nodes[1] (node1): address cannot change"
-refused '/^resync:$/i\  - name: node2\n    id: 2\n    address: 127.0.0.1:2\n    disk: node2.img' \
-    "nodes (a node added or removed"
+refused 's/^    id: 1$/    id: 3/' "nodes[1] (node1): name / id"
 refused 's/^resource: r0$/resource: [r0/' "nothing changed"
 cp "$tmpdir/good.yaml" "$CONFIG"
 out=$(ctl node0 adjust) || fail "adjust of the good file: $out"

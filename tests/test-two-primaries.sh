@@ -9,7 +9,8 @@
 # one of the same writer, and never one answered before a write of the
 # other writer to that block was even sent (tests/twoprim.py check).
 # Then node1 is demoted, node0 serves alone, node1 is auto-promoted
-# beside it by a client (and demoted after it), and a node whose
+# beside it by a client (and demoted after it), replctl adjust refuses
+# to add or replace a node, and a node whose
 # configuration lacks allow-two-primaries is refused by its peer.  (Without the key a second Primary is refused: test-roles.sh,
 # test-second-primary.sh.)
 source "$(dirname "$0")/functions.sh"
@@ -109,6 +110,36 @@ grep -q "node1: auto-promoted by a client" "$tmpdir/node1.log" ||
 wait_for node1 '.role == "Secondary"' 15
 wait_uptodate node0 30
 same_disks node0 node1
+
+# Nodes neither come nor go with allow-two-primaries (exactly two
+# storage nodes): replctl adjust refuses a third node (the file does not
+# load) and node1 replaced by another, naming the key; nothing changes.
+wait_for node0 '.peers[0].role == "Secondary"' 15
+cp "$CONFIG" "$tmpdir/r0-two.yaml"
+node2_entry="  - name: node2
+    id: 2
+    address: 127.0.0.1:$(free_port)
+    disk: node2.img
+    control: node2.sock"
+adjust_refused () {             # WHAT EXPECTED
+    local out
+    out=$("$REPLCTL" -s "$(sock node0)" adjust 2>&1) &&
+        fail "adjust accepted $1: $out"
+    grep -qF -- "$2" <<<"$out" && grep -qF "nothing changed" <<<"$out" ||
+        fail "adjust ($1): '$out' does not name '$2'"
+}
+printf '%s\n' "$node2_entry" >>"$CONFIG"
+adjust_refused "a third node" "allow-two-primaries: true needs exactly two nodes"
+sed '/^  - name: node1$/,/^    control: node1.sock$/d' "$tmpdir/r0-two.yaml" \
+    >"$CONFIG"
+printf '%s\n' "$node2_entry" >>"$CONFIG"
+adjust_refused "node1 replaced" \
+    "nodes[1] (node2 added): allow-two-primaries is true (exactly two storage nodes)"
+cp "$tmpdir/r0-two.yaml" "$CONFIG"
+out=$("$REPLCTL" -s "$(sock node0)" adjust) || fail "adjust of the good file: $out"
+[ "$out" = "adjusted: nothing changed" ] ||
+    fail "a refused adjust changed something: $out"
+info "adjust refuses a third node and a replaced peer (allow-two-primaries)"
 
 # A disconnect while both are Primary: both start a new generation at
 # once, so that meeting again is a split brain, never a resync that
