@@ -177,19 +177,21 @@ kill_node ()
 
 status_json () { "$REPLCTL" -s "$(sock "$1")" status --json; }
 
-# loop_detach LOOP FILE: detach a loop device and wait (bounded, 10 s)
+# loop_detach LOOP FILE: detach a loop device and wait (bounded, 60 s)
 # until the kernel has let go of FILE, its backing file: losetup -d
-# returns before that on a loaded machine, and an unmount of the file's
-# file system then fails with "target is busy".
+# returns before that when the device is still open (the kernel then
+# detaches it asynchronously at the last close: more than 10 s once in
+# CI on a loaded machine), and an unmount of the file's file system
+# then fails with "target is busy".
 loop_detach ()
 {
     local loop=$1 file=$2 i
     losetup -d "$loop"
-    for (( i = 0; i < 100; i++ )); do
+    for (( i = 0; i < 600; i++ )); do
         losetup -j "$file" 2>/dev/null | grep -q . || return 0
         sleep 0.1
     done
-    fail "loop device $loop still holds $file 10 s after losetup -d"
+    fail "loop device $loop still holds $file 60 s after losetup -d"
 }
 
 # loop_detach_if LOOP FILE: detach LOOP only if it is still FILE's loop
