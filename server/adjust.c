@@ -5,10 +5,12 @@
  * The file is loaded and checked as at start; then every key is either
  * one that may change while the node runs (net timeouts and buffers,
  * resync rates and csums, quorum and on-no-quorum, the split-brain
- * policies, cork, data-integrity, auto-promote, read balancing, the
- * handlers), or one that may not (the resource, this node's own entry,
- * the other nodes' ids, addresses, disks, metadata and control sockets,
- * the protocol, the secret, TLS, al-updates, allow-two-primaries): a
+ * policies, cork, data-integrity, auto-promote, read balancing, fencing
+ * and fencing-timeout, the handlers), or one that may not (the
+ * resource, this node's own entry, the other nodes' ids, addresses,
+ * disks, metadata, control and metrics sockets, the protocol, the
+ * secret, TLS, tls-allow-wildcard, control-group, al-updates,
+ * allow-two-primaries): a
  * change to any of the latter refuses the whole adjust, naming the key,
  * and nothing changes.  The values are stored one by one (atomically:
  * the engine reads them without a lock); net buffer sizes apply to new
@@ -82,6 +84,8 @@ node_key_changed (const struct repl_node_cfg *x, const struct repl_node_cfg *y)
     return "meta";
   if (!same_str (x->nc_control, y->nc_control))
     return "control";
+  if (!same_str (x->nc_metrics, y->nc_metrics))
+    return "metrics (bound when nbdkit starts)";
   if (!same_str (x->nc_tls_cert, y->nc_tls_cert) ||
       !same_str (x->nc_tls_key, y->nc_tls_key))
     return "tls-cert / tls-key";
@@ -104,6 +108,10 @@ fixed_key_changed (const struct repl_config *a, const struct repl_config *b,
     return "secret / secret-file";
   if (a->cf_tls != b->cf_tls || !same_str (a->cf_tls_ca, b->cf_tls_ca))
     return "tls / tls-ca";
+  if (a->cf_tls_allow_wildcard != b->cf_tls_allow_wildcard)
+    return "tls-allow-wildcard";
+  if (!same_str (a->cf_control_group, b->cf_control_group))
+    return "control-group (the sockets are made when nbdkit starts)";
   if (a->cf_al_updates != b->cf_al_updates)
     return "metadata.al-updates";
   if (a->cf_two_primaries != b->cf_two_primaries)
@@ -273,6 +281,7 @@ apply (struct repl_config *cur, struct repl_config *new,
   SET (cf_quorum, "quorum", "d", (int));
   SET (cf_on_no_quorum_suspend, "on-no-quorum suspend-io", "s", YESNO);
   SET (cf_fencing, "fencing", "d", (int));
+  SET (cf_fencing_timeout_ms, "fencing-timeout", "g", MS);
   SET (cf_after_sb_0pri, "after-sb-0pri", "d", (int));
   SET (cf_after_sb_1pri, "after-sb-1pri", "d", (int));
   SET (cf_read_balancing, "read-balancing", "d", (int));

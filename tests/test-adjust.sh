@@ -49,9 +49,10 @@ cleanup_fn 'if [ -n "$fio_pid" ]; then kill "$fio_pid"; wait "$fio_pid"; fi'
 sed -i -e 's/^  ping-timeout: 3$/  ping-timeout: 8/' \
        -e 's/^  timeout: 4$/  timeout: 10/' \
        -e 's/^  resync-rate: 4M$/  resync-rate: 32M/' "$CONFIG"
+echo "fencing-timeout: 30" >> "$CONFIG"
 out=$(adjust_all) || fail "adjust (net, rate): $out"
 for k in "net.ping-timeout 3 -> 8" "net.timeout 4 -> 10" \
-         "resync.resync-rate 4194304 -> 33554432"; do
+         "resync.resync-rate 4194304 -> 33554432" "fencing-timeout 60 -> 30"; do
     grep -qF "$k" <<<"$out" || fail "adjust did not report '$k': $out"
 done
 grep -qF "adjusted from" "$tmpdir/node0.log" || fail "adjust not logged"
@@ -82,6 +83,9 @@ port1=$(grep -A2 'name: node1' "$CONFIG" | sed -n 's/.*address: \(.*\)/\1/p')
 refused "s/$port1/127.0.0.1:1/" "nodes[1] (node1): address cannot change"
 refused 's/^    id: 1$/    id: 3/' "nodes[1] (node1): name / id"
 refused 's/^resource: r0$/resource: [r0/' "nothing changed"
+refused 's/^protocol: C$/&\ncontrol-group: root/' "control-group"
+refused 's/^protocol: C$/&\ntls-allow-wildcard: true/' "tls-allow-wildcard"
+refused "s|^    control: node0.sock|&\n    metrics: 127.0.0.1:$(free_port)|" "metrics"
 cp "$tmpdir/good.yaml" "$CONFIG"
 out=$(ctl node0 adjust) || fail "adjust of the good file: $out"
 [ "$out" = "adjusted: nothing changed" ] ||
