@@ -44,8 +44,15 @@ _cleanup_fns=()
 cleanup_fn () { _cleanup_fns+=("$*"); }
 _run_cleanup ()
 {
-    local status=$? i
+    local status=$? i f
     set +e
+    # A repl-attach state directory goes with repl-detach (a cleanup):
+    # keep its logs (the attached diskless node's among them) to show.
+    if [ $status -ne 0 ] && [ $status -ne 77 ] && [ -n "${tmpdir:-}" ]; then
+        for f in "$tmpdir"/run/attach-*/*.log; do
+            [ -f "$f" ] && cp "$f" "$tmpdir/$(basename "$(dirname "$f")")-$(basename "$f")"
+        done
+    fi
     for (( i=${#_cleanup_fns[@]}-1; i>=0; i-- )); do
         eval "${_cleanup_fns[$i]}"
     done
@@ -188,7 +195,7 @@ loop_detach ()
     local loop=$1 file=$2 i
     losetup -d "$loop"
     for (( i = 0; i < 600; i++ )); do
-        losetup -j "$file" 2>/dev/null | grep -q . || return 0
+        [ -n "$(losetup -j "$file" 2>/dev/null)" ] || return 0
         sleep 0.1
     done
     fail "loop device $loop still holds $file 60 s after losetup -d"
@@ -200,7 +207,7 @@ loop_detach ()
 # losetup -d would take that one away from under its file system).
 loop_detach_if ()
 {
-    losetup -l -n -O NAME -j "$2" 2>/dev/null | grep -qx -- "$1" || return 0
+    [ "$(losetup -l -n -O NAME -j "$2" 2>/dev/null)" = "$1" ] || return 0
     losetup -d "$1" 2>/dev/null || true
 }
 
