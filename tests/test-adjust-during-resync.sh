@@ -8,7 +8,8 @@
 #    its adjust waits 2 s (20 ticks) between publishing the new peer
 #    list and marking node2 as waiting to start; node2 must start on
 #    node1 all the same (the epoch it waits for is taken from the
-#    publication, not from a later moment the ticker may have passed).
+#    publication, not from a later moment the ticker may have passed;
+#    before, node1 never started it).
 # A writer runs on node0 meanwhile.  Then resync-rate is lifted by
 # adjust: all three disks end identical, the writer saw no error.
 source "$(dirname "$0")/functions.sh"
@@ -54,19 +55,19 @@ start_node node2
 
 # node0 connects node2 while node1's resync still runs.
 wait_for node0 '[.peers[] | select(.name == "node2" and
-    .connection == "Connected")] | length == 1' 15
+    .connection == "Connected" and .replication == "SyncSource")] |
+    length == 1' 15
 status_json node0 | jq -e '[.peers[] | select(.name == "node1" and
     .replication == "SyncSource" and .out_of_sync_bytes > 0)] |
     length == 1' >/dev/null ||
     fail "node1's resync ended before node2 connected, the test proves nothing: $(status_json node0)"
 grep -q "peer node2: started (added by replctl adjust)" "$tmpdir/node0.log" ||
     fail "node0 did not log node2's start"
-info "node0 connected node2 during node1's resync"
-# ... and node1, whose adjust waited after the publication.
-wait_for node1 '[.peers[] | select(.name == "node2" and
-    .connection == "Connected")] | length == 1' 15
-grep -q "peer node2: started (added by replctl adjust)" "$tmpdir/node1.log" ||
-    fail "node1 did not log node2's start"
+info "node0 connected node2 and syncs it during node1's resync"
+# ... and node1, whose adjust waited after the publication (node1 and
+# node2 connect only once one of them is UpToDate: the start is what
+# is checked here, by the line it logs).
+wait_log node1 "peer node2: started (added by replctl adjust)" 15
 info "node1 started node2 after a delayed adjust"
 
 wait "$fio_pid" || fail "fio exited with $?: $(tail -n 20 "$tmpdir/fio.json")"
