@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cleanup.h"
 #include "internal.h"
@@ -304,6 +305,24 @@ struct adjusted {
   struct repl_config ad_cfg;
 };
 
+/* The test hook: adjust pauses this many milliseconds after publishing
+ * the new list, before it marks the peers it added as waiting to start
+ * (tests/test-adjust-during-resync.sh), the ticker running meanwhile. */
+static void
+test_publish_delay (void)
+{
+  const char *ms = getenv ("NBDREPL_TEST_ADJUST_PUBLISH_DELAY_MS");
+  struct timespec ts;
+  long n;
+
+  if (ms == NULL || (n = atol (ms)) <= 0)
+    return;
+  log_info ("NBDREPL_TEST_ADJUST_PUBLISH_DELAY_MS=%ld: waiting", n);
+  ts.tv_sec = n / 1000;
+  ts.tv_nsec = n % 1000 * 1000000;
+  nanosleep (&ts, NULL);
+}
+
 /* Apply what diff_nodes found: new peers get a metadata slot and are
  * created before anything changes (a failure changes nothing); then
  * the new list is published, removed peers are stopped and joined (and
@@ -315,6 +334,7 @@ change_nodes (struct repl_node *node, const struct membership *mb,
 {
   struct peer_list *old = PEERS (node), *pl;
   struct peer *added[REPL_MAX_NODES];
+  uint64_t start_epoch;
   size_t i, k;
 
   if (mb->mb_nadd == 0 && mb->mb_nremove == 0)
@@ -354,7 +374,12 @@ change_nodes (struct repl_node *node, const struct membership *mb,
   for (i = 0; i < mb->mb_nadd; i++)
     pl->pl_peers[pl->pl_n++] = added[i];
   peers_publish (node, pl);
+  /* A write that uses the old list was counted in the write gate at
+   * this epoch or before; the epoch stays as it is until we are done
+   * (it moves only under n_adjust_lock, peers.c). */
+  start_epoch = atomic_load (&node->n_io_epoch);
   pthread_mutex_unlock (&node->n_resize_lock);
+  test_publish_delay ();
 
   for (i = 0; i < mb->mb_nremove; i++) {
     struct peer *p = mb->mb_remove[i];
@@ -374,14 +399,14 @@ change_nodes (struct repl_node *node, const struct membership *mb,
     note (cb, "node %s (id %u, %s) added", p->pr_cfg->nc_name,
           p->pr_cfg->nc_id, p->pr_cfg->nc_address);
     log_info ("node %s: peer %s (id %u, %s) added by adjust (%s once "
-              "the requests begun before have ended)",
+              "the writes begun before have ended)",
               node->n_self->nc_name, p->pr_cfg->nc_name, p->pr_cfg->nc_id,
               p->pr_cfg->nc_address,
               p->pr_dials ? "connecting" : "accepting it");
-    /* Started by the ticker once the requests that began before it
-     * was published have ended (peers.c peers_start_added). */
+    /* Started by the ticker once the writes that began before it was
+     * published have ended (peers.c peers_start_added). */
     p->pr_start_pending = true;
-    p->pr_start_epoch = atomic_load (&node->n_grace_epoch);
+    p->pr_start_epoch = start_epoch;
   }
   if (mb->mb_nadd > 0)
     atomic_store (&node->n_added_pending, true);

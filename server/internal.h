@@ -485,7 +485,8 @@ struct peer {
   struct peer *pr_next_dead;
   uint64_t pr_dead_epoch;
   /* Added by replctl adjust, not started yet: its threads start once
-   * the grace period of pr_start_epoch is over (peers.c
+   * every write counted in the write gate at pr_start_epoch (n_io_epoch
+   * when the list with it was published) has ended (peers.c
    * peers_start_added).  n_adjust_lock. */
   bool pr_start_pending;
   uint64_t pr_start_epoch;
@@ -760,6 +761,10 @@ extern void grace_read_unlock (struct repl_node *node, unsigned idx);
 extern void peers_enter (struct repl_node *node);
 extern void peers_leave (struct repl_node *node);
 extern void peers_quiesce (struct repl_node *node);
+extern bool peers_wait_begin (struct repl_node *node);
+extern void peers_wait_end (struct repl_node *node, bool held);
+extern unsigned peers_io_begin (struct repl_node *node);
+extern void peers_io_end (struct repl_node *node, unsigned idx);
 extern struct peer_list *peers_pinned (struct repl_node *node);
 extern struct peer_list *peer_list_new (void);
 extern void peers_publish (struct repl_node *node, struct peer_list *pl);
@@ -889,6 +894,11 @@ struct repl_node {
   struct peer_list *n_dead_lists;
   struct peer *n_dead_peers;
   atomic_bool n_added_pending;  /* a peer adjust added waits to start */
+  /* The write gate (peers.c): the writes in flight, counted by the
+   * parity of n_io_epoch, which only peers_start_added moves on, under
+   * n_adjust_lock. */
+  _Atomic uint64_t n_io_epoch;
+  _Atomic uint64_t n_io_readers[2];
   int n_listen_fd;
   int n_control_fd;
   int n_stop_fd;                /* eventfd: readable once stopping */

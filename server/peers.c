@@ -17,13 +17,27 @@
  * tick) moves the epoch on only once the other counter is zero, and
  * frees what was unpublished at epoch e once the epoch is e + 2, which
  * means every pin taken at e or before has been left.  Nothing ever
- * waits for a grace period: a pin held long (a write suspended for
- * want of quorum) only delays the freeing.
+ * waits for a grace period: a pin held long only delays the freeing.
  *
- * Long-lived threads leave their pin at their waits (peers_quiesce, or
- * leave and enter around them), never holding a pointer from the list
- * across: a peer's own threads hold their own peer, which is stopped
- * and joined before it is unpublished for good.
+ * A peer adjust adds waits for something narrower, the write gate: the
+ * writes (write-path.c replicate, one message of a request at a time)
+ * count themselves in two counters of their own, by the parity of
+ * n_io_epoch, and only then pin the list they send to and mark for.  A
+ * write that used a list without the new peer was therefore counted at
+ * the epoch adjust reads right after publishing (pr_start_epoch) or
+ * before; peers_start_added, while a peer waits, moves that epoch on by
+ * the same rule, and starts the peer at pr_start_epoch + 2.  Pins that
+ * write nothing (the resync and verify threads, handler reapers, the
+ * receivers, a write waiting for quorum or fencing before or after its
+ * messages) do not hold a new peer back.  The storage node that
+ * forwards a diskless Primary's writes (forward.c) marks and forwards
+ * for the nodes that Primary names, outside the gate: a diskless node
+ * adds no node at run time (adjust.c), so it names none added here.
+ *
+ * Long-lived threads leave their pin at their waits (peers_quiesce,
+ * peers_wait_begin, or leave and enter around them), never holding a
+ * pointer from the list across: a peer's own threads hold their own
+ * peer, which is stopped and joined before it is unpublished for good.
  */
 #include <config.h>
 
@@ -42,27 +56,53 @@ static __thread struct {
   unsigned idx;                 /* which reader counter it is in */
 } pin;
 
+/* Count in the reader counter of the epoch's parity. */
+static unsigned
+epoch_read_lock (_Atomic uint64_t *epoch, _Atomic uint64_t readers[2])
+{
+  for (;;) {
+    uint64_t e = atomic_load (epoch);
+
+    atomic_fetch_add (&readers[e & 1], 1);
+    if (atomic_load (epoch) == e)
+      return e & 1;
+    /* The epoch moved on between the two loads: count in the new one. */
+    atomic_fetch_sub (&readers[e & 1], 1);
+  }
+}
+
+static void
+epoch_read_unlock (_Atomic uint64_t readers[2], unsigned idx)
+{
+  uint64_t was = atomic_fetch_sub (&readers[idx], 1);
+
+  assert (was > 0);
+  (void) was;
+}
+
+/* Move the epoch on if no reader of the one before remains (its
+ * counter is the next one's); returns the epoch.  One caller at a time
+ * per epoch. */
+static uint64_t
+epoch_advance (_Atomic uint64_t *epoch, _Atomic uint64_t readers[2])
+{
+  uint64_t e = atomic_load (epoch);
+
+  if (atomic_load (&readers[(e + 1) & 1]) == 0)
+    atomic_store (epoch, ++e);
+  return e;
+}
+
 unsigned
 grace_read_lock (struct repl_node *node)
 {
-  for (;;) {
-    uint64_t e = atomic_load (&node->n_grace_epoch);
-
-    atomic_fetch_add (&node->n_grace_readers[e & 1], 1);
-    if (atomic_load (&node->n_grace_epoch) == e)
-      return e & 1;
-    /* The epoch moved on between the two loads: count in the new one. */
-    atomic_fetch_sub (&node->n_grace_readers[e & 1], 1);
-  }
+  return epoch_read_lock (&node->n_grace_epoch, node->n_grace_readers);
 }
 
 void
 grace_read_unlock (struct repl_node *node, unsigned idx)
 {
-  uint64_t was = atomic_fetch_sub (&node->n_grace_readers[idx], 1);
-
-  assert (was > 0);
-  (void) was;
+  epoch_read_unlock (node->n_grace_readers, idx);
 }
 
 void
@@ -97,6 +137,52 @@ peers_quiesce (struct repl_node *node)
     peers_leave (node);
     peers_enter (node);
   }
+}
+
+/* Before a wait that may last, in a thread that holds nothing from the
+ * list across it: let go of the pin, if this is the outermost one
+ * (returns whether it was; pass that to peers_wait_end).  A thread
+ * without a pin, or inside a nested one, keeps what it has. */
+bool
+peers_wait_begin (struct repl_node *node)
+{
+  if (pin.depth != 1)
+    return false;
+  assert (pin.node == node);
+  peers_leave (node);
+  return true;
+}
+
+/* After it: the pin again, with the list as it is now. */
+void
+peers_wait_end (struct repl_node *node, bool held)
+{
+  if (held)
+    peers_enter (node);
+}
+
+/* A write's message begins: counted in the write gate first, then
+ * pinned afresh, so that the list it uses is one published before it
+ * was counted, or the current one.  The request's pin is the only one
+ * (engine_pwrite and the rest take it).  Returns what peers_io_end
+ * takes. */
+unsigned
+peers_io_begin (struct repl_node *node)
+{
+  unsigned idx = epoch_read_lock (&node->n_io_epoch, node->n_io_readers);
+
+  assert (pin.depth == 1 && pin.node == node);
+  peers_leave (node);
+  peers_enter (node);
+  return idx;
+}
+
+/* It has sent, marked and written all it will: it may wait on (for
+ * quorum, for fencing) without holding an added peer back. */
+void
+peers_io_end (struct repl_node *node, unsigned idx)
+{
+  epoch_read_unlock (node->n_io_readers, idx);
 }
 
 struct peer_list *
@@ -191,13 +277,9 @@ peers_reclaim (struct repl_node *node, bool all)
     pthread_mutex_unlock (&node->n_grace_lock);
     return;
   }
-  e = atomic_load (&node->n_grace_epoch);
   /* The counter of epoch e - 1 (the same as e + 1's) is zero: every pin
    * taken at e - 1 or before is gone; new pins count in e's. */
-  if (atomic_load (&node->n_grace_readers[(e + 1) & 1]) == 0) {
-    atomic_store (&node->n_grace_epoch, e + 1);
-    e++;
-  }
+  e = epoch_advance (&node->n_grace_epoch, node->n_grace_readers);
   for (lp = &node->n_dead_lists; *lp != NULL; ) {
     struct peer_list *l = *lp;
 
@@ -242,13 +324,15 @@ peers_reclaim (struct repl_node *node, bool all)
   }
 }
 
-/* Start the peers replctl adjust added, once every pin taken before
- * they were published is gone: a request that did not see a new peer
- * neither sent it its write nor marked the write in its bitmap, which
- * is all set only until the peer's first resync.  Started only after
- * such requests have ended, the peer cannot be resynced, and so be
- * reported in sync, while one of them still writes.  The ticker, with
- * no lock held and no pin. */
+/* Start the peers replctl adjust added, once every write that may have
+ * used a list without them has ended (the write gate, above): such a
+ * write neither sent a new peer its data nor marked it in its bitmap,
+ * which is all set only until the peer's first resync.  Started only
+ * after those writes have ended, the peer cannot be resynced, and so
+ * be reported in sync, while one of them still writes.  The gate's
+ * epoch moves on here, a tick at a time, for as long as a peer waits
+ * (and only here, under n_adjust_lock: adjust reads it unchanged after
+ * publishing).  The ticker, with no lock held and no pin. */
 void
 peers_start_added (struct repl_node *node)
 {
@@ -260,10 +344,10 @@ peers_start_added (struct repl_node *node)
   if (!atomic_load (&node->n_added_pending) ||
       pthread_mutex_trylock (&node->n_adjust_lock) != 0)
     return;
+  e = epoch_advance (&node->n_io_epoch, node->n_io_readers);
   /* Only adjust, under n_adjust_lock, replaces or frees the current
    * list: no pin needed to read it here. */
   pl = atomic_load (&node->n_plist);
-  e = atomic_load (&node->n_grace_epoch);
   for (i = 0; !node->n_adjust_closed && i < pl->pl_n; i++) {
     struct peer *p = pl->pl_peers[i];
 

@@ -107,11 +107,19 @@ pace_wait (struct conn *c, struct pace *pc, uint64_t len)
 {
   struct peer *p = c->c_peer;
   uint64_t now = now_ns (), rate = current_rate (p->pr_node, pc, now);
+  bool held;
 
   if (rate == 0)
     return true;
   if (pc->pc_next_ns < now)
     pc->pc_next_ns = now;
+  if (now >= pc->pc_next_ns) {
+    pc->pc_next_ns += len * UINT64_C (1000000000) / rate;
+    return true;
+  }
+  /* The sleep may last (a low rate): verify_run's pin goes meanwhile
+   * (a resync pass holds none, resync_pass). */
+  held = peers_wait_begin (p->pr_node);
   while ((now = now_ns ()) < pc->pc_next_ns) {
     uint64_t ns = pc->pc_next_ns - now;
     struct timespec ts;
@@ -125,9 +133,12 @@ pace_wait (struct conn *c, struct pace *pc, uint64_t len)
     pthread_mutex_lock (&p->pr_lock);
     ok = !c->c_failed && !p->pr_stopping;
     pthread_mutex_unlock (&p->pr_lock);
-    if (!ok)
+    if (!ok) {
+      peers_wait_end (p->pr_node, held);
       return false;
+    }
   }
+  peers_wait_end (p->pr_node, held);
   pc->pc_next_ns += len * UINT64_C (1000000000) / rate;
   return true;
 }
@@ -310,8 +321,14 @@ resync_pass (struct conn *c, struct resync_slot *slots)
   };
   pthread_t helper;
   unsigned i;
+  bool held;
   int err;
 
+  /* A pass lasts (the rate, pause-sync, the peer's ACKs) and uses no
+   * list: both its threads run it without a pin, as the helper always
+   * did (peers.c: a pin held long keeps removed peers from being
+   * freed). */
+  held = peers_wait_begin (c->c_peer->pr_node);
   pthread_mutex_init (&rp.rp_lock, NULL);
   err = pthread_create (&helper, NULL, resync_worker_thread, &rp);
   if (err == 0) {
@@ -324,6 +341,7 @@ resync_pass (struct conn *c, struct resync_slot *slots)
 
   for (i = 0; i < RESYNC_SLOTS; i++)
     waiter_wait (&slots[i].rs_waiter);
+  peers_wait_end (c->c_peer->pr_node, held);
   return rp.rp_failed ? -1 : 0;
 }
 
@@ -423,6 +441,8 @@ resync_thread (void *arg)
       break;
     }
     c = conn_get (p->pr_conn);  /* Connected: pr_conn is set */
+    /* For the start and the end of the resync or verify (states,
+     * generation, metadata): its passes and pace waits let go of it. */
     peers_enter (p->pr_node);
     if (p->pr_verify_wanted && !p->pr_resync_wanted) {
       p->pr_verify_wanted = false;

@@ -92,7 +92,10 @@ replicate (struct repl_node *node, const struct local_op *op,
 {
   struct out_msg msgs[REPL_MAX_NODES];
   struct peer_ticket tickets[REPL_MAX_NODES];
-  struct peer_list *pl = PEERS (node);  /* the request's pin */
+  /* In the write gate (peers.c) until it has sent, marked and written
+   * all it will, with the list as it is now. */
+  const unsigned gate = peers_io_begin (node);
+  struct peer_list *pl = PEERS (node);
   uint16_t flags = 0;
   struct waiter w;
   size_t i;
@@ -158,11 +161,26 @@ replicate (struct repl_node *node, const struct local_op *op,
     ticket_release (&tickets[i]);
   if (r == -1 && op->lo_type != REPL_MSG_FLUSH)
     mark_failed_local (node, count, offset);
+  /* What follows may wait for quorum, which a peer adjust adds may be
+   * what brings it back. */
+  peers_io_end (node, gate);
   if (r == -1) {
     errno = saved_errno;
     return -1;
   }
   return role_complete_write (node, lost);
+}
+
+/* role_check_write, which may wait long (suspended for want of quorum,
+ * fencing): without the request's pin meanwhile (it uses no peer). */
+static int
+check_write (struct repl_node *node)
+{
+  bool held = peers_wait_begin (node);
+  int r = role_check_write (node);
+
+  peers_wait_end (node, held);
+  return r;
 }
 
 /* ranged, with allow-two-primaries: the activity log first (no range is
@@ -176,7 +194,7 @@ ranged_two_primaries (struct repl_node *node, struct local_op *op,
   uint32_t al_count = count;
   int r = 0;
 
-  if (role_check_write (node) == -1)
+  if (check_write (node) == -1)
     return -1;
   if (atomic_load (&node->n_gen_pending))
     gen_before_write (node);
@@ -220,7 +238,7 @@ ranged (struct repl_node *node, struct local_op *op, uint32_t count,
     return diskless_ranged (node, op->lo_type, op->lo_buf, count, offset,
                             (op->lo_fua ? REPL_FLAG_FUA : 0) |
                             (op->lo_may_trim ? REPL_FLAG_MAY_TRIM : 0));
-  if (role_check_write (node) == -1)
+  if (check_write (node) == -1)
     return -1;
   if (atomic_load (&node->n_gen_pending))
     gen_before_write (node);
@@ -291,7 +309,7 @@ engine_flush (struct repl_node *node)
 
   if (node->n_diskless)
     return diskless_ranged (node, REPL_MSG_FLUSH, NULL, 0, 0, 0);
-  if (role_check_write (node) == -1)
+  if (check_write (node) == -1)
     return -1;
   atomic_fetch_add (&node->n_requests_in_flight, 1);
   r = replicate (node, &op, 0, 0, NULL);
