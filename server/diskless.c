@@ -16,9 +16,48 @@
  * (forward.c).  A write in flight to a node that is lost is named to the
  * targets that did take it (OUT_OF_SYNC) before the client hears of its
  * completion, so that the lost node gets it back by resync.
+ *
+ * Any number of storage nodes (up to the resource's REPL_MAX_NODES),
+ * and any number of diskless nodes, one of them Primary at a time.
+ * The rule that makes more than two storage nodes safe is the sync
+ * fence: with no storage Primary, a storage node T that a storage
+ * peer S is to resync (gen decision or pair marks, sync_on_connect)
+ *
+ *  1. fails its own connections where it is a sync source (out of our
+ *     targets it would pass on data we no longer write to it);
+ *  2. sends SYNC_FENCE (naming S) to every diskless node it is
+ *     connected to; each takes T out of its targets at once
+ *     (c_dl_leaving: neither written to nor read from), and answers
+ *     SYNC_FENCED once no replicate() that went to T is in flight
+ *     (c_dl_writes, counted under the pr_lock of the target check, so
+ *     a write either counted or never sent to T) — as Primary it
+ *     refuses (flag ERROR) an S that is not its target itself;
+ *  3. only then sends S its bitmap; S waits for it before reading any
+ *     chunk (pair resyncs too).
+ *
+ * A write of ours after that goes to S (and the others) with T in the
+ * AWAY mask (a new generation: T is behind), and S forwards it to T
+ * under its interval lock, ordered with its resync data on that one
+ * connection; another storage node forwards its copy too (the same
+ * bytes; our interval lock keeps the next write of the range behind
+ * both) or marks it.  A write in flight when a node is lost is marked
+ * by OUT_OF_SYNC; the marking node resyncs a still connected node
+ * through a reconnect, so through the fence (and reconnects too after
+ * a mark made while its connection to the node was in its handshake,
+ * once its HELLO_STATE had announced none: sync_on_connect).  One
+ * source per target at a time (sync_claim_source: the first to claim;
+ * others wait and decide again when it ends).  T reports UUIDS at the end of its
+ * resync (it took S's generation, forward_handle_away makes sure S
+ * told it) and is a target again once in our generation.
+ *
+ * Losing us: the storage nodes reconcile their activity logs
+ * (peer-sync.c reconcile), as with two.  Not covered: a storage node
+ * resynced while not connected to the diskless Primary, whose source
+ * is (the fence cannot check the source), and two diskless Primaries.
  */
 #include <config.h>
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,7 +214,43 @@ diskless_peer_uuids (struct repl_node *node, struct conn *c)
     }
   pthread_mutex_lock (&p->pr_lock);
   c->c_dl_in_gen = c->c_peer_uuids.gu_current == current;
+  /* A node that left our targets for a resync (SYNC_FENCE) reports its
+   * UUIDS when that ends: it may be a target again. */
+  if (c->c_dl_leaving && !c->c_dl_fence_pending) {
+    c->c_dl_leaving = false;
+    log_info ("peer %s: back among our targets (%s our generation)",
+              p->pr_cfg->nc_name, c->c_dl_in_gen ? "in" : "not in");
+  }
   pthread_mutex_unlock (&p->pr_lock);
+}
+
+/* Test hook (tests/test-diskless-race.sh): NBDREPL_TEST_DISKLESS_STATE_
+ * DELAY_MS=N makes this node go on taking a storage node for UpToDate
+ * for N ms after it heard otherwise, as if its STATE came that late.
+ * Without the sync fence a resync target stays our target for that
+ * long, and our direct writes to it race the resync data: the test
+ * shows the fence closes that window. */
+static uint64_t state_delay_ns;
+static pthread_once_t state_delay_once = PTHREAD_ONCE_INIT;
+
+static void
+state_delay_init (void)
+{
+  const char *s = getenv ("NBDREPL_TEST_DISKLESS_STATE_DELAY_MS");
+
+  if (s != NULL)
+    state_delay_ns = strtoull (s, NULL, 10) * UINT64_C (1000000);
+}
+
+/* Does p's disk count as UpToDate here?  pr_lock held. */
+static bool
+disk_uptodate_locked (const struct peer *p)
+{
+  pthread_once (&state_delay_once, state_delay_init);
+  if (p->pr_disk == REPL_DISK_UPTODATE)
+    return true;
+  return state_delay_ns != 0 &&
+         now_ns () - p->pr_disk_left_uptodate_ns < state_delay_ns;
 }
 
 /* May we write to and read from storage node p?  pr_lock held.
@@ -189,14 +264,18 @@ is_target_locked (struct peer *p)
   struct conn *c = peer_conn_locked (p);
 
   return c != NULL && !c->c_peer_diskless &&
-         p->pr_disk == REPL_DISK_UPTODATE && c->c_dl_in_gen;
+         disk_uptodate_locked (p) && c->c_dl_in_gen &&
+         !c->c_dl_leaving;
 }
 
 /* The storage nodes we may write to and read from now (not those in
- * skip), into tg; returns how many.  The others' ids go into *away. */
+ * skip), into tg; returns how many.  The others' ids go into *away.
+ * For a write (held not NULL) each target's connection is held in
+ * held[] and its c_dl_writes counted, under the pr_lock of the check:
+ * a SYNC_FENCE handled later waits for it (release_targets). */
 static size_t
 targets (struct repl_node *node, uint32_t skip, struct peer **tg,
-         uint32_t *away)
+         struct conn **held, uint32_t *away)
 {
   size_t i, n = 0;
 
@@ -209,6 +288,12 @@ targets (struct repl_node *node, uint32_t skip, struct peer **tg,
       continue;
     pthread_mutex_lock (&p->pr_lock);
     t = is_target_locked (p);
+    if (t && held != NULL) {
+      struct conn *c = peer_conn_locked (p);
+
+      c->c_dl_writes++;
+      held[n] = conn_get (c);
+    }
     pthread_mutex_unlock (&p->pr_lock);
     if (t)
       tg[n++] = p;
@@ -216,6 +301,95 @@ targets (struct repl_node *node, uint32_t skip, struct peer **tg,
       *away |= id_bit (p);
   }
   return n;
+}
+
+/* Queue a SYNC_FENCE or SYNC_FENCED on c (pr_lock held): the message
+ * lives in the connection; one still queued is waited for. */
+void
+fence_queue_locked (struct conn *c, enum repl_msg_type type,
+                    uint16_t flags, uint64_t seq, uint64_t token)
+{
+  struct peer *p = c->c_peer;
+
+  while (c->c_fence_queued && !c->c_fence_msg.om_done && !c->c_failed)
+    pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+  if (c->c_failed)
+    return;
+  out_msg_init (&c->c_fence_msg, type, flags, 0, seq, token, NULL, 0);
+  c->c_fence_queued = true;
+  conn_queue_locked (c, &c->c_fence_msg);
+}
+
+/* A write to the n targets tg (connections held) is over: each
+ * connection counts it off, and the last write to a storage node that
+ * asked to leave our targets sends its SYNC_FENCED. */
+static void
+release_targets (struct peer **tg, struct conn **held, size_t n)
+{
+  size_t i;
+
+  for (i = 0; i < n; i++) {
+    struct peer *p = tg[i];
+    struct conn *c = held[i];
+
+    pthread_mutex_lock (&p->pr_lock);
+    assert (c->c_dl_writes > 0);
+    if (--c->c_dl_writes == 0 && c->c_dl_fence_pending) {
+      c->c_dl_fence_pending = false;
+      fence_queue_locked (c, REPL_MSG_SYNC_FENCED, 0, 0,
+                          c->c_dl_fence_token);
+    }
+    pthread_mutex_unlock (&p->pr_lock);
+    conn_put (c);
+  }
+}
+
+/* SYNC_FENCE from storage node p: a storage peer of it (id h->seq)
+ * is about to resync it.  From now on p is no target of ours (writes
+ * reach it through its sync source, which forwards them after our
+ * AWAY); the answer waits until no write of ours that went to p is in
+ * flight (release_targets).  As Primary we refuse a sync source that
+ * is not our target itself: it would not get, so not forward, our
+ * writes, and its resync data could overwrite newer data on p. */
+int
+diskless_handle_fence (struct conn *c, const struct repl_hdr *h)
+{
+  struct peer *p = c->c_peer, *src;
+  struct repl_node *node = p->pr_node;
+  bool refused = false;
+
+  src = h->seq < REPL_MAX_NODES ? node_find_peer (node, h->seq) : NULL;
+  if (!node->n_diskless || c->c_peer_diskless || src == NULL ||
+      src == p || src->pr_cfg->nc_diskless) {
+    conn_fail (c, "protocol error: SYNC_FENCE for sync source %" PRIu64
+               " from %s", h->seq, node->n_diskless ? "a diskless node"
+               : "a peer, to a storage node");
+    return -1;
+  }
+  if (node_role (node) == REPL_ROLE_PRIMARY) {
+    pthread_mutex_lock (&src->pr_lock);
+    refused = !is_target_locked (src);
+    pthread_mutex_unlock (&src->pr_lock);
+  }
+  pthread_mutex_lock (&p->pr_lock);
+  if (refused)
+    fence_queue_locked (c, REPL_MSG_SYNC_FENCED, REPL_FLAG_ERROR, 0,
+                        h->offset);
+  else {
+    c->c_dl_leaving = true;
+    c->c_dl_fence_token = h->offset;
+    c->c_dl_fence_pending = c->c_dl_writes > 0;
+    if (!c->c_dl_fence_pending)
+      fence_queue_locked (c, REPL_MSG_SYNC_FENCED, 0, 0, h->offset);
+  }
+  pthread_mutex_unlock (&p->pr_lock);
+  if (refused)
+    log_info ("peer %s: refusing its resync from %s, which our writes "
+              "do not reach", p->pr_cfg->nc_name, src->pr_cfg->nc_name);
+  else
+    log_info ("peer %s: leaves our targets while %s resyncs it",
+              p->pr_cfg->nc_name, src->pr_cfg->nc_name);
+  return 0;
 }
 
 /* Queue AWAY to target p if what it last heard differs.  pr_lock held.
@@ -266,11 +440,13 @@ answered (const struct peer_ticket *t)
 }
 
 /* Send and wait for one sequenced message to each peer of tg (n of
- * them); ok[i] says who answered. */
+ * them), on the connection held[i] only (a newer one was not counted);
+ * ok[i] says who answered. */
 static void
-send_all (struct peer **tg, size_t n, enum repl_msg_type type,
-          uint16_t flags, const void *payload, uint32_t count,
-          uint64_t offset, uint32_t away, uint64_t fresh, bool *ok)
+send_all (struct peer **tg, struct conn **held, size_t n,
+          enum repl_msg_type type, uint16_t flags, const void *payload,
+          uint32_t count, uint64_t offset, uint32_t away, uint64_t fresh,
+          bool *ok)
 {
   struct out_msg msgs[REPL_MAX_NODES];
   struct peer_ticket t[REPL_MAX_NODES];
@@ -285,11 +461,14 @@ send_all (struct peer **tg, size_t n, enum repl_msg_type type,
 
     t[i] = (struct peer_ticket) { .pt_conn = NULL };
     pthread_mutex_lock (&p->pr_lock);
-    if ((c = peer_conn_locked (p)) != NULL) {
+    if ((c = peer_conn_locked (p)) != NULL && c == held[i]) {
       if (type != REPL_MSG_OUT_OF_SYNC)
         send_away_locked (c, away, fresh);
-      peer_submit_locked (p, type, flags, payload, count, offset, &w, false,
-                          &msgs[i], &t[i]);
+      /* send_away_locked may have waited (pr_lock dropped): the held
+       * connection only, never a newer one that is no target yet. */
+      if (!c->c_failed && peer_conn_locked (p) == c)
+        peer_submit_locked (p, type, flags, payload, count, offset, &w,
+                            false, &msgs[i], &t[i]);
     }
     pthread_mutex_unlock (&p->pr_lock);
   }
@@ -335,18 +514,21 @@ new_generation_if_away (struct repl_node *node, enum repl_msg_type type,
   return 0;
 }
 
-/* One message's worth of a write, trim, zero or flush. */
+/* One message's worth of a write, trim, zero or flush, to the nt
+ * targets tg (their connections held). */
 static int
-replicate (struct repl_node *node, enum repl_msg_type type,
-           const void *buf, uint32_t count, uint64_t offset, uint16_t flags)
+replicate_to (struct repl_node *node, enum repl_msg_type type,
+              const void *buf, uint32_t count, uint64_t offset,
+              uint16_t flags, struct peer **tg, struct conn **held,
+              size_t nt, uint32_t away)
 {
-  struct peer *tg[REPL_MAX_NODES], *done[REPL_MAX_NODES];
+  struct peer *done[REPL_MAX_NODES];
+  struct conn *done_held[REPL_MAX_NODES];
   bool ok[REPL_MAX_NODES];
-  size_t i, nt = 0, ndone = 0;
-  uint32_t away, lost = 0, in_gen = 0, gen_away;
+  size_t i, ndone = 0;
+  uint32_t lost = 0, in_gen = 0, gen_away;
   uint64_t current, fresh = 0;
 
-  nt = targets (node, 0, tg, &away);
   pthread_mutex_lock (&node->n_lock);
   current = node->n_dl_current;
   gen_away = node->n_dl_gen_away;
@@ -369,12 +551,14 @@ replicate (struct repl_node *node, enum repl_msg_type type,
                               &fresh) == -1)
     return -1;
 
-  send_all (tg, nt, type, flags, buf,
+  send_all (tg, held, nt, type, flags, buf,
             type == REPL_MSG_FLUSH ? 0 : count,
             type == REPL_MSG_FLUSH ? 0 : offset, away, fresh, ok);
   for (i = 0; i < nt; i++) {
-    if (ok[i])
+    if (ok[i]) {
+      done_held[ndone] = held[i];
       done[ndone++] = tg[i];
+    }
     else
       lost |= id_bit (tg[i]);
   }
@@ -391,8 +575,8 @@ replicate (struct repl_node *node, enum repl_msg_type type,
     uint8_t mask[8];
 
     put_be64 (mask, lost);
-    send_all (done, ndone, REPL_MSG_OUT_OF_SYNC, 0, mask, count, offset,
-              0, 0, ok);
+    send_all (done, done_held, ndone, REPL_MSG_OUT_OF_SYNC, 0, mask, count,
+              offset, 0, 0, ok);
     for (i = 0; i < ndone; i++)
       if (ok[i])
         return role_complete_write (node, true);
@@ -403,6 +587,23 @@ replicate (struct repl_node *node, enum repl_msg_type type,
     return -1;
   }
   return role_complete_write (node, lost != 0 || away != 0);
+}
+
+static int
+replicate (struct repl_node *node, enum repl_msg_type type,
+           const void *buf, uint32_t count, uint64_t offset, uint16_t flags)
+{
+  struct peer *tg[REPL_MAX_NODES];
+  struct conn *held[REPL_MAX_NODES];
+  uint32_t away;
+  size_t nt;
+  int r;
+
+  nt = targets (node, 0, tg, held, &away);
+  r = replicate_to (node, type, buf, count, offset, flags, tg, held, nt,
+                    away);
+  release_targets (tg, held, nt);
+  return r;
 }
 
 int
@@ -447,7 +648,7 @@ pick_reader (struct repl_node *node, uint32_t tried)
   pthread_mutex_lock (&node->n_lock);
   next = node->n_dl_next_read++;
   pthread_mutex_unlock (&node->n_lock);
-  n = targets (node, tried, cand, &away);
+  n = targets (node, tried, cand, NULL, &away);
   if (n == 0)
     return NULL;
 

@@ -49,19 +49,168 @@ in_mask (uint32_t mask, const struct peer *q)
   return (mask & (UINT32_C (1) << q->pr_cfg->nc_id)) != 0;
 }
 
-/* Mark [offset, offset + count) out of sync for q, and if q is connected
- * to us, resync it from us (we are its only source then: a diskless
- * primary's storage nodes are at most two). */
+/* Mark [offset, offset + count) out of sync for q.  If q is connected
+ * to us, it is to be resynced: by the pass we run already, else through
+ * a reconnect, so that q leaves the diskless primary's targets first
+ * (the sync fence, at the decision of sync_on_connect).  q may be one
+ * again already (its link to the primary came back while we were still
+ * connected to it); a resync started from here would race the primary's
+ * writes to it. */
 static void
 mark_for (struct peer *q, uint64_t offset, uint64_t count)
 {
   pthread_mutex_lock (&q->pr_lock);
   bitmap_set_range (&q->pr_bitmap, offset, count);
   if (q->pr_state == CONN_CONNECTED) {
-    q->pr_resync_wanted = true;
-    pthread_cond_signal (&q->pr_resync_cond);
+    if (q->pr_repl == REPL_SYNC_SOURCE || q->pr_repl == REPL_PAUSED_SYNC_S ||
+        q->pr_repl == REPL_WF_BITMAP_S) {
+      q->pr_resync_wanted = true;
+      pthread_cond_signal (&q->pr_resync_cond);
+    }
+    else if (q->pr_repl == REPL_ESTABLISHED)
+      peer_fail_current_locked (q, "chunks marked out of sync for it: "
+                                "reconnecting to resync them");
   }
   pthread_mutex_unlock (&q->pr_lock);
+}
+
+/* A peer of ours without a storage Primary, src, is about to resync
+ * us: every diskless node we are connected to stops writing to us
+ * directly first (SYNC_FENCE), and answers (SYNC_FENCED) once none of
+ * its writes to us is in flight.  A write that follows reaches us only
+ * through a sync source, ordered with its resync data on its one
+ * connection (forward_submit), so resync data never overwrites a
+ * newer write that came straight from the primary.  We stop resyncing
+ * others ourselves: out of a diskless primary's targets, we would send
+ * them data it no longer writes to us.  Called by src's peer thread
+ * (sync_on_connect) before our bitmap goes out: the source reads no
+ * chunk before that.  Returns 0, or -1 if a diskless node refused or
+ * did not answer in time (the caller drops the connection). */
+int
+forward_fence (struct peer *src)
+{
+  struct repl_node *node = src->pr_node;
+  struct conn *sent[REPL_MAX_NODES] = { NULL };
+  uint64_t token, deadline;
+  uint32_t wait = 0;
+  bool refused;
+  size_t i;
+
+  /* Test hook (tests/test-diskless-race.sh): no fence at all, as before
+   * it existed, to show that the test catches the race it closes. */
+  if (getenv ("NBDREPL_TEST_NO_SYNC_FENCE") != NULL) {
+    log_info ("peer %s: sync fence skipped (NBDREPL_TEST_NO_SYNC_FENCE)",
+              src->pr_cfg->nc_name);
+    return 0;
+  }
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *q = node->n_peers[i];
+
+    if (q == src || q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    if (q->pr_repl == REPL_SYNC_SOURCE || q->pr_repl == REPL_PAUSED_SYNC_S ||
+        q->pr_repl == REPL_WF_BITMAP_S)
+      peer_fail_current_locked (q, "%s resyncs this node: it stops "
+                                "resyncing others", src->pr_cfg->nc_name);
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+
+  pthread_mutex_lock (&node->n_lock);
+  token = ++node->n_fence_token;
+  node->n_fence_refused = false;
+  for (i = 0; i < node->n_npeers; i++)
+    if (node->n_peers[i]->pr_cfg->nc_diskless)
+      wait |= UINT32_C (1) << node->n_peers[i]->pr_cfg->nc_id;
+  node->n_fence_wait = wait;
+  pthread_mutex_unlock (&node->n_lock);
+
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *q = node->n_peers[i];
+    struct conn *c;
+
+    if (!q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    if ((c = peer_conn_locked (q)) != NULL && !c->c_failed) {
+      fence_queue_locked (c, REPL_MSG_SYNC_FENCE, 0, src->pr_cfg->nc_id,
+                          token);
+      sent[i] = conn_get (c);
+    }
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+
+  /* Bounded: a diskless node owes the answer within its writes' own
+   * timeout; one whose connection is gone writes to us no more. */
+  deadline = now_ns () + 2 * node->n_cfg.cf_timeout_ms * UINT64_C (1000000);
+  for (;;) {
+    uint32_t gone = 0;
+    struct timespec ts;
+    uint64_t until;
+
+    for (i = 0; i < node->n_npeers; i++) {
+      struct peer *q = node->n_peers[i];
+
+      if (!q->pr_cfg->nc_diskless)
+        continue;
+      pthread_mutex_lock (&q->pr_lock);
+      if (sent[i] == NULL || sent[i]->c_failed ||
+          peer_conn_locked (q) != sent[i])
+        gone |= UINT32_C (1) << q->pr_cfg->nc_id;
+      pthread_mutex_unlock (&q->pr_lock);
+    }
+    pthread_mutex_lock (&node->n_lock);
+    node->n_fence_wait &= ~gone;
+    wait = node->n_fence_wait;
+    refused = node->n_fence_refused;
+    if (wait != 0 && !refused && now_ns () < deadline) {
+      until = now_ns () + UINT64_C (100000000);
+      ts.tv_sec = until / 1000000000;
+      ts.tv_nsec = until % 1000000000;
+      pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts);
+    }
+    pthread_mutex_unlock (&node->n_lock);
+    if (wait == 0 || refused || now_ns () >= deadline)
+      break;
+  }
+  for (i = 0; i < node->n_npeers; i++)
+    if (sent[i] != NULL)
+      conn_put (sent[i]);
+  if (refused || wait != 0) {
+    log_info ("peer %s: its resync of this node waits: %s", 
+              src->pr_cfg->nc_name, refused
+              ? "the diskless primary does not write to it"
+              : "a diskless node did not confirm the sync fence in time");
+    return -1;
+  }
+  log_info ("peer %s: sync fence: no diskless node writes to this node "
+            "directly now", src->pr_cfg->nc_name);
+  return 0;
+}
+
+/* SYNC_FENCED from a diskless node: its answer to our last SYNC_FENCE
+ * (an older one's is ignored). */
+int
+forward_handle_fenced (struct conn *c, const struct repl_hdr *h)
+{
+  struct peer *p = c->c_peer;
+  struct repl_node *node = p->pr_node;
+  uint32_t bit = UINT32_C (1) << p->pr_cfg->nc_id;
+
+  if (node->n_diskless || !c->c_peer_diskless) {
+    conn_fail (c, "protocol error: SYNC_FENCED from a peer that is not "
+               "diskless");
+    return -1;
+  }
+  pthread_mutex_lock (&node->n_lock);
+  if (h->offset == node->n_fence_token && (node->n_fence_wait & bit)) {
+    node->n_fence_wait &= ~bit;
+    if (h->flags & REPL_FLAG_ERROR)
+      node->n_fence_refused = true;
+    pthread_cond_broadcast (&node->n_cond);
+  }
+  pthread_mutex_unlock (&node->n_lock);
+  return 0;
 }
 
 int
@@ -89,6 +238,9 @@ forward_handle_away (struct conn *c, const struct repl_hdr *h,
   pthread_mutex_unlock (&p->pr_lock);
   if (fresh == 0)
     return 0;
+  /* The storage peers learn the generation: one we resync takes it at
+   * the end (every write of it reached it through us). */
+  worker_post (node, WORK_UUIDS);
   /* An away node connected to us is behind the new generation until we
    * have resynced it (what it lacks is in our bitmap, possibly nothing),
    * after which it takes the generation from us. */

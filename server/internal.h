@@ -330,6 +330,17 @@ struct conn {
   struct out_msg c_away_msg;    /* the AWAY last queued */
   uint8_t c_away_buf[8];        /* ... and its payload */
   uint32_t c_away_mask;
+  /* The sync fence (diskless.c, forward.c): on a diskless node, the
+   * storage node asked to leave our targets (SYNC_FENCE) until it
+   * reports UUIDS again, the writes in flight that went to it, and
+   * the answer owed once they are done; on either side, the fence
+   * message last queued (c_fence_queued: c_fence_msg is in use). */
+  bool c_dl_leaving;
+  unsigned c_dl_writes;
+  bool c_dl_fence_pending;
+  uint64_t c_dl_fence_token;
+  bool c_fence_queued;
+  struct out_msg c_fence_msg;
 };
 
 /* conn.c */
@@ -393,6 +404,8 @@ struct peer {
   struct bitmap pr_bitmap;      /* chunks this peer may lack */
   enum repl_disk_state pr_disk; /* its disk as told, or as we know it */
   bool pr_disk_known;
+  uint64_t pr_disk_left_uptodate_ns; /* when pr_disk last left UpToDate
+                                   (a test hook of diskless.c) */
   bool pr_says_primary;         /* its last HELLO_STATE or STATE said
                                    Primary, even on a connection refused
                                    for it (role.c: role=primary at
@@ -671,6 +684,7 @@ extern int diskless_pread (struct repl_node *node, void *buf, uint32_t count,
                            uint64_t offset);
 extern bool node_primary_is_diskless_or_none (struct repl_node *node);
 extern bool node_no_storage_primary (struct repl_node *node);
+extern int diskless_handle_fence (struct conn *c, const struct repl_hdr *h);
 
 extern void role_tell_state (struct peer *p);
 extern int gen_start_for_away (struct repl_node *node, uint32_t away,
@@ -686,6 +700,11 @@ extern int forward_submit (struct conn *c, const struct repl_hdr *h,
                            const uint8_t *payload, struct waiter *w,
                            struct out_msg msgs[REPL_MAX_NODES]);
 extern bool forward_may_feed_us (struct conn *c);
+extern int forward_fence (struct peer *src);
+extern int forward_handle_fenced (struct conn *c, const struct repl_hdr *h);
+extern void fence_queue_locked (struct conn *c, enum repl_msg_type type,
+                                uint16_t flags, uint64_t seq,
+                                uint64_t token);
 extern int peer_submit_read_locked (struct peer *p, void *buf,
                                     uint32_t count, uint64_t offset,
                                     int *status, struct waiter *w,
@@ -873,6 +892,10 @@ struct repl_node {
                                    from the storage nodes or started here */
   uint32_t n_dl_gen_away;       /* node ids away since it started */
   unsigned n_dl_next_read;      /* round-robin read balancing */
+  /* A storage node's sync fence (forward.c).  n_lock guards these. */
+  uint64_t n_fence_token;       /* of the last SYNC_FENCE sent */
+  uint32_t n_fence_wait;        /* diskless node ids yet to answer it */
+  bool n_fence_refused;         /* one answered with flag ERROR */
 
   atomic_uint_fast64_t n_requests_in_flight;
   atomic_uint_fast64_t n_writes, n_write_bytes, n_reads, n_read_bytes;

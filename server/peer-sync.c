@@ -222,6 +222,32 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
    * other (nobody else has data to resync them from). */
   bool pair = !we_primary && h->role != REPL_ROLE_PRIMARY &&
               node_no_storage_primary (node);
+  /* ... and where a diskless node may write to both: the target leaves
+   * its targets before the source reads a chunk (forward_fence), so the
+   * source always waits for the target's bitmap, sent after that. */
+  bool fenced = pair && node->n_cfg.cf_has_diskless;
+
+  /* Chunks marked for the peer while this connection was in its
+   * handshake (a diskless primary's write forwarded to it, which it was
+   * not yet connected to take, or OUT_OF_SYNC naming it), after our
+   * HELLO_STATE announced none: both sides decide from the announced
+   * counts, so no resync would pick them up and they would stay marked
+   * on an idle, connected pair.  Reconnect: the next HELLO_STATE
+   * announces them.  Bounded: that one announces more than none, and
+   * the resync it leads to reads our bitmap as it is then. */
+  if (fenced && c->c_hello_changes == 0) {
+    uint64_t now;
+
+    pthread_mutex_lock (&p->pr_lock);
+    now = bitmap_count (&p->pr_bitmap);
+    pthread_mutex_unlock (&p->pr_lock);
+    if (now > 0) {
+      conn_fail (c, "%" PRIu64 " chunks were marked out of sync for it "
+                 "after our HELLO_STATE said none; reconnecting to "
+                 "announce them", now);
+      return;
+    }
+  }
 
   /* The same decision the handshake checked; the state may have moved
    * on since, so it may now refuse. */
@@ -311,9 +337,13 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
   p->pr_bitmap_rx_bytes = 0;
   if (resync &&
       (uuid_decision_is_source (d) ||
-       (d == UUID_NO_SYNC && h->uuids.changes > 0)))
+       (d == UUID_NO_SYNC && (h->uuids.changes > 0 || fenced))))
     peer_set_repl_locked (p, REPL_WF_BITMAP_S);
-  p->pr_resync_wanted = resync;
+  if (resync)
+    p->pr_resync_wanted = true;
+  /* The resync thread waits for c_decided; a kick that came before it
+   * (marks made during the handshake) is taken now too.  One from the
+   * connection before was cleared at connect (connected_locked). */
   c->c_decided = true;
   pthread_cond_signal (&p->pr_resync_cond);
   pthread_mutex_unlock (&p->pr_lock);
@@ -356,7 +386,8 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
     if ((uuid_decision_is_target (d) &&
          (h->role == REPL_ROLE_PRIMARY ||
           h->disk_state == REPL_DISK_UPTODATE)) ||
-        (d == UUID_NO_SYNC &&
+        (d == UUID_NO_SYNC && fenced && pair_source (c) == -1) ||
+        (d == UUID_NO_SYNC && !fenced &&
          mine && (!pair || pair_source (c) == -1))) {
       /* One source at a time: a second one waits until the first is
        * done (then both decide again); a primary goes first. */
@@ -366,6 +397,12 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
         pthread_mutex_unlock (&p->pr_lock);
         log_info ("peer %s: its resync of this node waits: another peer "
                   "resyncs this node first", name);
+        return;
+      }
+      if (fenced && forward_fence (p) == -1) {
+        sync_release_source (p, "waits for the sync fence");
+        conn_fail (c, "the diskless nodes did not stop writing to this "
+                   "node directly; reconnecting");
         return;
       }
       pthread_mutex_lock (&p->pr_lock);
