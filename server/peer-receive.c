@@ -254,6 +254,9 @@ static int
 on_resize_reply (struct conn *c, const struct rx_msg *m)
 {
   return resize_handle_reply (c, m->m_hdr);
+}
+
+static int
 on_sync_fence (struct conn *c, const struct rx_msg *m)
 {
   return m->m_hdr->type == REPL_MSG_SYNC_FENCE
