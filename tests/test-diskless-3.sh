@@ -8,7 +8,9 @@
 # write is lost (tests/ackcheck.py).
 #
 # Which node dies first: DISKLESS3_FIRST=0|1|2 (default: random, shown);
-# the second is the next one round.  The resource runs with quorum:
+# the second is the next one round.  DISKLESS3_IDLE=1 stops the writers
+# before the two return (then nobody writes during their resyncs),
+# 0 keeps them going (default: random, shown).  The resource runs with quorum:
 # off, which lets writes go on with one storage node of three.
 source "$(dirname "$0")/functions.sh"
 requires jq --version
@@ -58,10 +60,12 @@ wait_acks "$tmpdir/w1.log" 300 20
 
 first=${DISKLESS3_FIRST:-$((RANDOM % 3))}
 case $first in 0|1|2) ;; *) fail "DISKLESS3_FIRST=$first: 0, 1 or 2" ;; esac
+idle=${DISKLESS3_IDLE:-$((RANDOM % 2))}
+case $idle in 0|1) ;; *) fail "DISKLESS3_IDLE=$idle: 0 or 1" ;; esac
 a=node$first
 b=node$(( (first + 1) % 3 ))
 c=node$(( (first + 2) % 3 ))
-info "killing $a, then $b (DISKLESS3_FIRST=$first); $c stays"
+info "killing $a, then $b (DISKLESS3_FIRST=$first DISKLESS3_IDLE=$idle); $c stays"
 
 kill_node $a
 wait_acks "$tmpdir/w1.log" $(( $(acks "$tmpdir/w1.log") + 300 )) 20
@@ -72,18 +76,26 @@ oos=$(status_json $c | jq "[.peers[] | select(.name == \"$a\" or .name == \"$b\"
 [ "$oos" -gt 0 ] || fail "$c tracks nothing that $a and $b missed"
 info "ok: no client error with $a and $b down; $c tracks at least $oos bytes for each"
 
-# Both return while the writers go on.
+stop_writers ()
+{
+    kill -TERM "$w1" "$w2"
+    wait "$w1" || fail "writer 1 saw an error: $(grep '^fail' "$tmpdir/w1.log" | head -n 3)"
+    wait "$w2" || fail "writer 2 saw an error: $(grep '^fail' "$tmpdir/w2.log" | head -n 3)"
+    info "ok: $(acks "$tmpdir/w1.log") + $(acks "$tmpdir/w2.log") writes acknowledged, none failed"
+}
+
+# Both return, while the writers go on or after they stopped.
+[ "$idle" = 1 ] && stop_writers
 start_node $a
 start_node $b
 for n in node0 node1 node2; do
     wait_for $n '[.peers[] | select(.disk != "Diskless") | .connection == "Connected" and .disk == "UpToDate" and .out_of_sync_bytes == 0] | length == 2' 60
 done
 wait_for node3 '[.peers[] | select(.disk != "Diskless") | .connection == "Connected" and .disk == "UpToDate"] | length == 3' 30
-wait_acks "$tmpdir/w1.log" $(( $(acks "$tmpdir/w1.log") + 300 )) 20
-kill -TERM "$w1" "$w2"
-wait "$w1" || fail "writer 1 saw an error: $(grep '^fail' "$tmpdir/w1.log" | head -n 3)"
-wait "$w2" || fail "writer 2 saw an error: $(grep '^fail' "$tmpdir/w2.log" | head -n 3)"
-info "ok: $(acks "$tmpdir/w1.log") + $(acks "$tmpdir/w2.log") writes acknowledged, none failed"
+if [ "$idle" = 0 ]; then
+    wait_acks "$tmpdir/w1.log" $(( $(acks "$tmpdir/w1.log") + 300 )) 20
+    stop_writers
+fi
 
 # Settled: every storage node in sync with the other two.
 for n in node0 node1 node2; do
