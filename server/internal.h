@@ -598,6 +598,8 @@ extern int secondary_apply_resync_done (struct conn *c, const struct rx_msg *m);
 /* peer-sync.c */
 extern void sync_on_connect (struct conn *c, const struct repl_hello *h);
 extern void sync_on_lost (struct conn *c, bool fence);
+extern void sync_check_newer_peers (struct repl_node *node,
+                                    struct peer *except);
 extern void sync_send_uuids (struct peer *p);
 extern bool sync_claim_source (struct peer *p, bool preempt);
 extern int sync_follow_primary (struct conn *c);

@@ -530,6 +530,43 @@ reconcile (struct repl_node *node, struct peer *primary)
 
 static int check_newer_peer (struct peer *q);
 
+/* Our Primary (peer except) was lost, or our diskless Primary became
+ * Secondary: are the other storage peers ahead of us? */
+void
+sync_check_newer_peers (struct repl_node *node, struct peer *except)
+{
+  size_t i;
+
+  if (node->n_diskless)
+    return;
+  for (i = 0; i < node->n_npeers; i++)
+    if (node->n_peers[i] != except &&
+        check_newer_peer (node->n_peers[i]) == -1)
+      log_error ("peer %s: cannot write metadata",
+                 node->n_peers[i]->pr_cfg->nc_name);
+}
+
+/* Is a diskless Primary connected to us (a storage node)? */
+static bool
+diskless_primary_connected (struct repl_node *node)
+{
+  bool any = false;
+  size_t i;
+
+  for (i = 0; i < node->n_npeers && !any; i++) {
+    struct peer *q = node->n_peers[i];
+    struct conn *qc;
+
+    if (!q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    qc = peer_conn_locked (q);
+    any = qc != NULL && !qc->c_failed && qc->c_role == REPL_ROLE_PRIMARY;
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+  return any;
+}
+
 /* Connection c was lost (and torn down).  With fence (role_fence_begin
  * counted it before the writers were released) the fence-peer handler
  * decides when writes go on (role_fence_done). */
@@ -549,15 +586,8 @@ sync_on_lost (struct conn *c, bool fence)
       node_role (node) != REPL_ROLE_PRIMARY)
     reconcile (node, p);
   /* No Primary to follow now: are the others ahead of us? */
-  if (was_primary && !node->n_diskless) {
-    size_t i;
-
-    for (i = 0; i < node->n_npeers; i++)
-      if (node->n_peers[i] != p &&
-          check_newer_peer (node->n_peers[i]) == -1)
-        log_error ("peer %s: cannot write metadata",
-                   node->n_peers[i]->pr_cfg->nc_name);
-  }
+  if (was_primary && !node->n_diskless)
+    sync_check_newer_peers (node, p);
   if (fence) {
     handler_run_then (node, REPL_HANDLER_FENCE_PEER, p, role_fence_done);
     atomic_store (&node->n_gen_pending, true);
@@ -623,8 +653,16 @@ sync_follow_primary (struct conn *c)
  * newer data, grown out of our generation, is Outdated from now on, and
  * is not promoted without --force (a secondary cut off from the primary
  * while the primary kept writing with the others).  With a Primary, its
- * generation is ours to follow instead.  Returns 0, or -1 if the
- * metadata cannot be written. */
+ * generation is ours to follow instead.  With a diskless Primary
+ * connected to us, it decides: it writes to us and reads from us only
+ * in its generation, and a storage peer that took a generation of it
+ * (AWAY) may tell us so before the same AWAY reaches us on our own
+ * connection to it; outdating ourselves then would leave its targets
+ * for nothing (fewer copies, and no UpToDate one if the others fail).
+ * Left behind for good, we are resynced, which outdates us at connect
+ * (sync_on_connect); and we look again once it is lost or demotes
+ * (sync_check_newer_peers).  Returns 0, or -1 if the metadata cannot
+ * be written. */
 static int
 check_newer_peer (struct peer *q)
 {
@@ -634,7 +672,8 @@ check_newer_peer (struct peer *q)
   bool storage = false;
   int rule;
 
-  if (node->n_diskless || !node_no_storage_primary (node))
+  if (node->n_diskless || !node_no_storage_primary (node) ||
+      diskless_primary_connected (node))
     return 0;
   pthread_mutex_lock (&q->pr_lock);
   if ((c = peer_conn_locked (q)) != NULL && !c->c_peer_diskless) {

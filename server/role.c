@@ -632,6 +632,7 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   char err[256];
+  bool demoted;
 
   if (h->offset > REPL_ROLE_MAX || h->seq > REPL_DISK_STATE_MAX) {
     conn_fail (c, "protocol error: STATE with role %" PRIu64
@@ -645,6 +646,7 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   pthread_mutex_lock (&p->pr_lock);
   if (c->c_role != h->offset)
     events_connection (p, "role:%s", role_name (h->offset));
+  demoted = c->c_role == REPL_ROLE_PRIMARY && h->offset != REPL_ROLE_PRIMARY;
   c->c_role = h->offset;
   peer_set_disk_locked (p, true, h->seq);
   if (p->pr_pause_peer != ((h->flags & REPL_FLAG_SYNC_PAUSED) != 0)) {
@@ -673,5 +675,10 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
    * the Primary's other copies may be moot now. */
   if (h->offset == REPL_ROLE_PRIMARY || h->seq == REPL_DISK_UPTODATE)
     worker_post (node, WORK_DROP_MARKS);
+  /* A diskless Primary that demotes leaves us with none to follow: a
+   * storage peer ahead of us outdates us now (check_newer_peer waited
+   * for it). */
+  if (demoted && c->c_peer_diskless)
+    sync_check_newer_peers (node, p);
   return 0;
 }
