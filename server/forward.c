@@ -49,6 +49,24 @@ in_mask (uint32_t mask, const struct peer *q)
   return (mask & (UINT32_C (1) << q->pr_cfg->nc_id)) != 0;
 }
 
+/* q (pr_lock held) is to be resynced from us: by the pass we run
+ * already (another one), else through a reconnect, whose decision
+ * (sync_on_connect) outdates it and fences it first: never by a pass
+ * started on a connection whose decision was no sync. */
+static void
+resync_through_fence_locked (struct peer *q, const char *why)
+{
+  if (q->pr_state != CONN_CONNECTED)
+    return;
+  if (q->pr_repl == REPL_SYNC_SOURCE || q->pr_repl == REPL_PAUSED_SYNC_S ||
+      q->pr_repl == REPL_WF_BITMAP_S) {
+    q->pr_resync_wanted = true;
+    pthread_cond_signal (&q->pr_resync_cond);
+  }
+  else if (q->pr_repl == REPL_ESTABLISHED)
+    peer_fail_current_locked (q, "%s: reconnecting to resync it", why);
+}
+
 /* Mark [offset, offset + count) out of sync for q.  If q is connected
  * to us, it is to be resynced: by the pass we run already, else through
  * a reconnect, so that q leaves the diskless primary's targets first
@@ -61,17 +79,39 @@ mark_for (struct peer *q, uint64_t offset, uint64_t count)
 {
   pthread_mutex_lock (&q->pr_lock);
   bitmap_set_range (&q->pr_bitmap, offset, count);
-  if (q->pr_state == CONN_CONNECTED) {
-    if (q->pr_repl == REPL_SYNC_SOURCE || q->pr_repl == REPL_PAUSED_SYNC_S ||
-        q->pr_repl == REPL_WF_BITMAP_S) {
-      q->pr_resync_wanted = true;
-      pthread_cond_signal (&q->pr_resync_cond);
-    }
-    else if (q->pr_repl == REPL_ESTABLISHED)
-      peer_fail_current_locked (q, "chunks marked out of sync for it: "
-                                "reconnecting to resync them");
-  }
+  resync_through_fence_locked (q, "chunks marked out of sync for it");
   pthread_mutex_unlock (&q->pr_lock);
+}
+
+/* We took data from storage peer p (a write it forwarded for a diskless
+ * primary, or resync data) with no storage Primary: our data moved, and
+ * a storage node not connected to us may lack it.  What we mark for it
+ * is what our bitmap must say: it has to cover every chunk where our
+ * data may differ from the node's since its bitmap UUID here, and our
+ * generation may move on past that (at the end of a resync from p), so
+ * that a later bitmap resync from us would miss those chunks.  p marks
+ * them too, but only in memory until they reach its activity log's
+ * next write-out: a crash of p loses them.  A node connected to us
+ * gets its share from p, or from a resync decided at connect. */
+void
+forward_mark_unreached (struct conn *c, uint64_t offset, uint64_t count)
+{
+  struct peer *p = c->c_peer;
+  struct repl_node *node = p->pr_node;
+  size_t i;
+
+  if (c->c_peer_diskless || !node_primary_is_diskless_or_none (node))
+    return;
+  for (i = 0; i < node->n_npeers; i++) {
+    struct peer *q = node->n_peers[i];
+
+    if (q == p || q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    if (q->pr_state != CONN_CONNECTED)
+      bitmap_set_range (&q->pr_bitmap, offset, count);
+    pthread_mutex_unlock (&q->pr_lock);
+  }
 }
 
 /* A peer of ours without a storage Primary, src, is about to resync
@@ -250,10 +290,8 @@ forward_handle_away (struct conn *c, const struct repl_hdr *h,
     if (q == p || q->pr_cfg->nc_diskless || !in_mask (mask, q))
       continue;
     pthread_mutex_lock (&q->pr_lock);
-    if (q->pr_state == CONN_CONNECTED) {
-      q->pr_resync_wanted = true;
-      pthread_cond_signal (&q->pr_resync_cond);
-    }
+    resync_through_fence_locked (q, "away in the diskless primary's new "
+                                 "generation");
     pthread_mutex_unlock (&q->pr_lock);
   }
   return 0;

@@ -703,6 +703,8 @@ extern int forward_submit (struct conn *c, const struct repl_hdr *h,
                            struct out_msg msgs[REPL_MAX_NODES]);
 extern bool forward_may_feed_us (struct conn *c);
 extern int forward_fence (struct peer *src);
+extern void forward_mark_unreached (struct conn *c, uint64_t offset,
+                                    uint64_t count);
 extern int forward_handle_fenced (struct conn *c, const struct repl_hdr *h);
 extern void fence_queue_locked (struct conn *c, enum repl_msg_type type,
                                 uint16_t flags, uint64_t seq,

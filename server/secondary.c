@@ -157,6 +157,8 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
   }
   if (data)
     meta_al_end (node, h->offset, h->count);
+  if (r == 0 && data)
+    forward_mark_unreached (c, h->offset, h->count);
   if (r == -1) {
     if (forwarding)
       ilock_release (&node->n_ilock, &range);
@@ -199,6 +201,7 @@ secondary_apply_resync_data (struct conn *c, const struct rx_msg *m)
   meta_al_end (node, h->offset, h->count);
   if (r != 0)
     return r;
+  forward_mark_unreached (c, h->offset, h->count);
   if (!node->n_cfg.cf_al_updates)
     volume_start_writeback (&node->n_vol, h->count, h->offset); /* flushed
                                                                    at DONE */
