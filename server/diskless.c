@@ -196,6 +196,8 @@ diskless_peer_uuids (struct repl_node *node, struct conn *c)
       (node->n_dl_current == 0 || newer (&u, node->n_dl_current))) {
     node->n_dl_current = u.gu_current;
     node->n_dl_gen_away = 0;
+    node->n_dl_prev = 0;
+    node->n_dl_prev_targets = 0;
     adopted = true;
   }
   current = node->n_dl_current;
@@ -253,33 +255,68 @@ disk_uptodate_locked (const struct peer *p)
          now_ns () - p->pr_disk_left_uptodate_ns < state_delay_ns;
 }
 
-/* May we write to and read from storage node p?  pr_lock held.
- * c_dl_in_gen says it holds the current generation: set when it
- * connects or reports UUIDs (diskless_peer_uuids) with our current
- * UUID; a new generation started here does not clear it, since every
- * target hears of it (AWAY) before our next write. */
+/* Our generation, as a write or read reads it once (dl_gen_now). */
+struct dl_gen {
+  uint64_t dg_current;
+  uint64_t dg_prev;
+  uint32_t dg_prev_targets;
+};
+
+/* May we write to and read from storage node p in generation g (as the
+ * caller read it)?  pr_lock held.  c_dl_in_gen
+ * says it holds the current generation: set when it connects or
+ * reports UUIDs (diskless_peer_uuids) with our current UUID; a new
+ * generation started here does not clear it, since every target hears
+ * of it (AWAY) before our next write.  Its current UUID must be that
+ * one too (or, for a target of the write that started it, the one
+ * before: its AWAY may not be out yet): a node whose hello was taken (c_dl_in_gen, in the
+ * generation before) while a write with it away started a new one,
+ * which only the targets of that write heard of (AWAY, which also sets
+ * c_peer_uuids here), missed that write and is no target until it is
+ * resynced and says so (UUIDS). */
 static bool
-is_target_locked (struct peer *p)
+is_target_locked (struct peer *p, const struct dl_gen *g)
 {
   struct conn *c = peer_conn_locked (p);
+  uint64_t u;
 
-  return c != NULL && !c->c_peer_diskless &&
-         disk_uptodate_locked (p) && c->c_dl_in_gen &&
-         !c->c_dl_leaving;
+  if (c == NULL || c->c_peer_diskless || !disk_uptodate_locked (p) ||
+      !c->c_dl_in_gen || c->c_dl_leaving)
+    return false;
+  u = c->c_peer_uuids.gu_current;
+  return u == g->dg_current ||
+         (u == g->dg_prev && g->dg_prev != 0 &&
+          (g->dg_prev_targets & id_bit (p)) != 0);
+}
+
+/* Our current generation (diskless primary), and which nodes take it
+ * from the generation before (the targets of the write that started
+ * it, which hear of it by AWAY, sent by whichever write of it reaches
+ * them first: send_all). */
+static void
+dl_gen_now (struct repl_node *node, struct dl_gen *g)
+{
+  pthread_mutex_lock (&node->n_lock);
+  g->dg_current = node->n_dl_current;
+  g->dg_prev = node->n_dl_prev;
+  g->dg_prev_targets = node->n_dl_prev_targets;
+  pthread_mutex_unlock (&node->n_lock);
 }
 
 /* The storage nodes we may write to and read from now (not those in
- * skip), into tg; returns how many.  The others' ids go into *away.
- * For a write (held not NULL) each target's connection is held in
- * held[] and its c_dl_writes counted, under the pr_lock of the check:
- * a SYNC_FENCE handled later waits for it (release_targets). */
+ * skip), into tg; returns how many.  The others' ids go into *away,
+ * the generation they were checked against into *g.  For a
+ * write (held not NULL) each target's connection is held in held[] and
+ * its c_dl_writes counted, under the pr_lock of the check: a
+ * SYNC_FENCE handled later waits for it (release_targets). */
 static size_t
 targets (struct repl_node *node, uint32_t skip, struct peer **tg,
-         struct conn **held, uint32_t *away)
+         struct conn **held, uint32_t *away, struct dl_gen *g)
 {
   size_t i, n = 0;
 
   *away = 0;
+  dl_gen_now (node, g);
   for (i = 0; i < node->n_npeers; i++) {
     struct peer *p = node->n_peers[i];
     bool t;
@@ -287,7 +324,7 @@ targets (struct repl_node *node, uint32_t skip, struct peer **tg,
     if (p->pr_cfg->nc_diskless || (skip & id_bit (p)))
       continue;
     pthread_mutex_lock (&p->pr_lock);
-    t = is_target_locked (p);
+    t = is_target_locked (p, g);
     if (t && held != NULL) {
       struct conn *c = peer_conn_locked (p);
 
@@ -367,8 +404,11 @@ diskless_handle_fence (struct conn *c, const struct repl_hdr *h)
     return -1;
   }
   if (node_role (node) == REPL_ROLE_PRIMARY) {
+    struct dl_gen g;
+
+    dl_gen_now (node, &g);
     pthread_mutex_lock (&src->pr_lock);
-    refused = !is_target_locked (src);
+    refused = !is_target_locked (src, &g);
     pthread_mutex_unlock (&src->pr_lock);
   }
   pthread_mutex_lock (&p->pr_lock);
@@ -393,24 +433,44 @@ diskless_handle_fence (struct conn *c, const struct repl_hdr *h)
 }
 
 /* Queue AWAY to target p if what it last heard differs.  pr_lock held.
- * The message lives in the peer; one still queued is waited for. */
+ * The message lives in the peer; one still queued is waited for.
+ * While another write to p is in flight (c_dl_writes counts ours too)
+ * the mask only grows: that write may have been planned with other
+ * nodes away (a new generation started by one writer while another
+ * still writes in the one before), and p must forward or mark it for
+ * them, which it does by the last mask it heard before it.  One node
+ * too many in the mask costs a forward or a mark; one too few, a write
+ * that node never gets.  With no other write in flight, the mask is
+ * what this write needs. */
 static void
-send_away_locked (struct conn *c, uint32_t away, uint64_t fresh)
+send_away_locked (struct conn *c, uint32_t away, uint64_t gen)
 {
   struct peer *p = c->c_peer;
+  uint32_t mask;
+  uint64_t fresh;
 
-  if (c->c_dl_sent_away == away &&
-      (fresh == 0 || c->c_dl_sent_uuid == fresh))
-    return;
-  while (!c->c_away_msg.om_done && !c->c_failed)
-    pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+  ASSERT_LOCKED (&p->pr_lock);
+  for (;;) {
+    mask = away;
+    if (c->c_dl_writes > 1)
+      mask |= c->c_dl_sent_away;
+    /* A target of the write that started gen may not have heard of it
+     * yet: whichever write of gen comes first tells it. */
+    fresh = c->c_peer_uuids.gu_current != gen && c->c_dl_sent_uuid != gen
+            ? gen : 0;
+    if (c->c_dl_sent_away == mask && fresh == 0)
+      return;
+    if (c->c_away_msg.om_done || c->c_failed)
+      break;
+    pthread_cond_wait (&p->pr_cond, &p->pr_lock);   /* then look again */
+  }
   if (c->c_failed)
     return;
   put_be64 (c->c_away_buf, fresh);
-  out_msg_init (&c->c_away_msg, REPL_MSG_AWAY, 0, 0, 0, away,
+  out_msg_init (&c->c_away_msg, REPL_MSG_AWAY, 0, 0, 0, mask,
                 c->c_away_buf, 8);
   conn_queue_locked (c, &c->c_away_msg);
-  c->c_dl_sent_away = away;
+  c->c_dl_sent_away = mask;
   if (fresh != 0) {
     c->c_dl_sent_uuid = fresh;
     /* It moves to the new generation before our next message. */
@@ -445,7 +505,7 @@ answered (const struct peer_ticket *t)
 static void
 send_all (struct peer **tg, struct conn **held, size_t n,
           enum repl_msg_type type, uint16_t flags, const void *payload,
-          uint32_t count, uint64_t offset, uint32_t away, uint64_t fresh,
+          uint32_t count, uint64_t offset, uint32_t away, uint64_t gen,
           bool *ok)
 {
   struct out_msg msgs[REPL_MAX_NODES];
@@ -463,7 +523,7 @@ send_all (struct peer **tg, struct conn **held, size_t n,
     pthread_mutex_lock (&p->pr_lock);
     if ((c = peer_conn_locked (p)) != NULL && c == held[i]) {
       if (type != REPL_MSG_OUT_OF_SYNC)
-        send_away_locked (c, away, fresh);
+        send_away_locked (c, away, gen);
       /* send_away_locked may have waited (pr_lock dropped): the held
        * connection only, never a newer one that is no target yet. */
       if (!c->c_failed && peer_conn_locked (p) == c)
@@ -484,7 +544,11 @@ send_all (struct peer **tg, struct conn **held, size_t n,
 
 /* The first write with a node away starts a new generation: *fresh
  * becomes its current UUID (else it stays 0).  Nodes in in_gen are
- * targets of this write again. */
+ * targets of this write again.  Returns 1 if the generation is no
+ * longer current, the one our targets were checked against (another
+ * write started a new one, or a storage node told us of a newer one):
+ * a node away for this write may be a target of that one's next write,
+ * and would lack this one; the caller takes its targets again. */
 static int
 new_generation_if_away (struct repl_node *node, enum repl_msg_type type,
                         uint64_t current, uint32_t away, uint32_t in_gen,
@@ -493,16 +557,21 @@ new_generation_if_away (struct repl_node *node, enum repl_msg_type type,
   uint32_t fresh_bits;
 
   pthread_mutex_lock (&node->n_lock);
+  if (node->n_dl_current != current) {
+    pthread_mutex_unlock (&node->n_lock);
+    return type == REPL_MSG_FLUSH ? 0 : 1;
+  }
   node->n_dl_gen_away &= ~in_gen;
   fresh_bits = away & ~node->n_dl_gen_away;
-  if (fresh_bits != 0 && type != REPL_MSG_FLUSH &&
-      node->n_dl_current == current) {
+  if (fresh_bits != 0 && type != REPL_MSG_FLUSH) {
     if (uuid_generate (fresh) == -1) {
       pthread_mutex_unlock (&node->n_lock);
       log_error ("getrandom: %m");
       errno = EIO;
       return -1;
     }
+    node->n_dl_prev = current;
+    node->n_dl_prev_targets = in_gen;
     node->n_dl_current = *fresh;
     node->n_dl_gen_away |= away;
   }
@@ -515,22 +584,23 @@ new_generation_if_away (struct repl_node *node, enum repl_msg_type type,
 }
 
 /* One message's worth of a write, trim, zero or flush, to the nt
- * targets tg (their connections held). */
+ * targets tg (their connections held), checked against generation
+ * current.  Returns 0, -1 (errno set), or 1: nothing sent, the
+ * generation moved on; take the targets again. */
 static int
 replicate_to (struct repl_node *node, enum repl_msg_type type,
               const void *buf, uint32_t count, uint64_t offset,
               uint16_t flags, struct peer **tg, struct conn **held,
-              size_t nt, uint32_t away)
+              size_t nt, uint32_t away, const struct dl_gen *g)
 {
   struct peer *done[REPL_MAX_NODES];
   struct conn *done_held[REPL_MAX_NODES];
   bool ok[REPL_MAX_NODES];
   size_t i, ndone = 0;
   uint32_t lost = 0, in_gen = 0, gen_away;
-  uint64_t current, fresh = 0;
+  uint64_t fresh = 0;
 
   pthread_mutex_lock (&node->n_lock);
-  current = node->n_dl_current;
   gen_away = node->n_dl_gen_away;
   pthread_mutex_unlock (&node->n_lock);
   for (i = 0; i < nt; i++)
@@ -546,14 +616,18 @@ replicate_to (struct repl_node *node, enum repl_msg_type type,
   /* With every node a target and none marked away there is nothing to
    * do here (as if done in the first critical section): the common
    * case takes n_lock once. */
-  if ((away != 0 || (gen_away & in_gen) != 0) &&
-      new_generation_if_away (node, type, current, away, in_gen,
-                              &fresh) == -1)
-    return -1;
+  if (away != 0 || (gen_away & in_gen) != 0) {
+    int r = new_generation_if_away (node, type, g->dg_current, away,
+                                    in_gen, &fresh);
+
+    if (r != 0)
+      return r;
+  }
 
   send_all (tg, held, nt, type, flags, buf,
             type == REPL_MSG_FLUSH ? 0 : count,
-            type == REPL_MSG_FLUSH ? 0 : offset, away, fresh, ok);
+            type == REPL_MSG_FLUSH ? 0 : offset, away,
+            fresh != 0 ? fresh : g->dg_current, ok);
   for (i = 0; i < nt; i++) {
     if (ok[i]) {
       done_held[ndone] = held[i];
@@ -596,14 +670,27 @@ replicate (struct repl_node *node, enum repl_msg_type type,
   struct peer *tg[REPL_MAX_NODES];
   struct conn *held[REPL_MAX_NODES];
   uint32_t away;
+  struct dl_gen g;
   size_t nt;
   int r;
 
-  nt = targets (node, 0, tg, held, &away);
-  r = replicate_to (node, type, buf, count, offset, flags, tg, held, nt,
-                    away);
-  release_targets (tg, held, nt);
-  return r;
+  unsigned tries;
+
+  /* Bounded: a new generation starts only when a node goes away. */
+  for (tries = 0; tries < 100; tries++) {
+    nt = targets (node, 0, tg, held, &away, &g);
+    r = replicate_to (node, type, buf, count, offset, flags, tg, held, nt,
+                      away, &g);
+    release_targets (tg, held, nt);
+    if (r != 1)
+      return r;
+  }
+  log_error ("node %s: %s of %" PRIu32 " bytes at offset %" PRIu64
+             " failed: the generation changed under it %u times",
+             node->n_self->nc_name, wire_type_name (type), count, offset,
+             tries);
+  errno = EIO;
+  return -1;
 }
 
 int
@@ -643,12 +730,13 @@ pick_reader (struct repl_node *node, uint32_t tried)
   struct peer *cand[REPL_MAX_NODES], *best = NULL;
   size_t i, n;
   uint32_t away;
+  struct dl_gen g;
   unsigned next;
 
   pthread_mutex_lock (&node->n_lock);
   next = node->n_dl_next_read++;
   pthread_mutex_unlock (&node->n_lock);
-  n = targets (node, tried, cand, NULL, &away);
+  n = targets (node, tried, cand, NULL, &away, &g);
   if (n == 0)
     return NULL;
 

@@ -895,6 +895,10 @@ struct repl_node {
   uint64_t n_dl_current;        /* the data's current UUID, as learnt
                                    from the storage nodes or started here */
   uint32_t n_dl_gen_away;       /* node ids away since it started */
+  uint64_t n_dl_prev;           /* the generation before, if it was
+                                   started here (else 0) ... */
+  uint32_t n_dl_prev_targets;   /* ... and the targets of the write that
+                                   started it: theirs until AWAY */
   unsigned n_dl_next_read;      /* round-robin read balancing */
   /* A storage node's sync fence (forward.c).  n_lock guards these. */
   uint64_t n_fence_token;       /* of the last SYNC_FENCE sent */
