@@ -61,6 +61,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "byte-order.h"
 #include "internal.h"
@@ -542,6 +543,24 @@ send_all (struct peer **tg, struct conn **held, size_t n,
   }
 }
 
+/* Test hook (tests/test-diskless-gen-race.sh): NBDREPL_TEST_DISKLESS_
+ * TARGETS_DELAY_MS=N makes a write with a storage node away wait N ms
+ * between taking its targets and deciding on a new generation, so that
+ * the away node's hello can come in between. */
+static void
+targets_delay (void)
+{
+  static long long ms = -1;
+  const char *s;
+
+  if (__atomic_load_n (&ms, __ATOMIC_RELAXED) == -1) {
+    s = getenv ("NBDREPL_TEST_DISKLESS_TARGETS_DELAY_MS");
+    __atomic_store_n (&ms, s != NULL ? atoll (s) : 0, __ATOMIC_RELAXED);
+  }
+  if (ms > 0)
+    usleep (ms * 1000);
+}
+
 /* The first write with a node away starts a new generation: *fresh
  * becomes its current UUID (else it stays 0).  Nodes in in_gen are
  * targets of this write again.  Returns 1 if the generation is no
@@ -679,6 +698,8 @@ replicate (struct repl_node *node, enum repl_msg_type type,
   /* Bounded: a new generation starts only when a node goes away. */
   for (tries = 0; tries < 100; tries++) {
     nt = targets (node, 0, tg, held, &away, &g);
+    if (away != 0 && type != REPL_MSG_FLUSH)
+      targets_delay ();
     r = replicate_to (node, type, buf, count, offset, flags, tg, held, nt,
                       away, &g);
     release_targets (tg, held, nt);
