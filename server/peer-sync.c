@@ -684,6 +684,12 @@ check_newer_peer (struct peer *q)
   if (!storage)
     return 0;
   gen_view (node, q, &ours);
+  /* With diskless nodes, a generation grown out of ours only: in the
+   * same one, a bitmap UUID the peer told us before its resync of us
+   * ended (rules 34/35) is no newer data (and is looked at again when
+   * our diskless Primary demotes, long after). */
+  if (node->n_cfg.cf_has_diskless && ours.gu_current == theirs.gu_current)
+    return 0;
   if (!uuid_decision_is_target (uuid_compare (&ours, &theirs, &rule)))
     return 0;
   log_info ("peer %s: holds newer data (current %016" PRIx64 ", rule %d: "
