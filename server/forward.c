@@ -122,18 +122,24 @@ forward_mark_unreached (struct conn *c, uint64_t offset, uint64_t count)
  * connection (forward_submit), so resync data never overwrites a
  * newer write that came straight from the primary.  We stop resyncing
  * others ourselves: out of a diskless primary's targets, we would send
- * them data it no longer writes to us.  Called by src's peer thread
- * (sync_on_connect) before our bitmap goes out: the source reads no
- * chunk before that.  Returns 0, or -1 if a diskless node refused or
- * did not answer in time (the caller drops the connection). */
+ * them data it no longer writes to us.  Called by src's resync thread
+ * (sync_fence_then_bitmap) before our bitmap goes out on sc, while
+ * sc's receive loop runs: a diskless node's write to us that we
+ * forward to src ends (and with it the wait for the answer) only once
+ * src's ACK is read on sc; and src's forwards of the primary's writes
+ * to us, which src acknowledges to the primary only once we do, are
+ * read meanwhile.  The source reads no chunk before our bitmap.
+ * Returns 0, or -1 if a diskless node refused or did not answer in
+ * time, or sc failed (the caller drops the connection). */
 int
-forward_fence (struct peer *src)
+forward_fence (struct conn *sc)
 {
+  struct peer *src = sc->c_peer;
   struct repl_node *node = src->pr_node;
   struct conn *sent[REPL_MAX_NODES] = { NULL };
   uint64_t token, deadline;
   uint32_t wait = 0;
-  bool refused;
+  bool refused = false, lost = false;
   size_t i;
 
   /* Test hook (tests/test-diskless-race.sh): no fence at all, as before
@@ -181,13 +187,20 @@ forward_fence (struct peer *src)
   }
 
   /* Bounded: a diskless node owes the answer within its writes' own
-   * timeout; one whose connection is gone writes to us no more. */
+   * timeout; one whose connection is gone writes to us no more.  Over
+   * when the connection to src is (then a newer fence may run: its
+   * token, and its wait, are no longer ours). */
   deadline = now_ns () + 2 * node->n_cfg.cf_timeout_ms * UINT64_C (1000000);
   for (;;) {
     uint32_t gone = 0;
     struct timespec ts;
     uint64_t until;
 
+    pthread_mutex_lock (&src->pr_lock);
+    lost = sc->c_failed || peer_conn_locked (src) != sc;
+    pthread_mutex_unlock (&src->pr_lock);
+    if (lost)
+      break;
     for (i = 0; i < node->n_npeers; i++) {
       struct peer *q = node->n_peers[i];
 
@@ -200,6 +213,11 @@ forward_fence (struct peer *src)
       pthread_mutex_unlock (&q->pr_lock);
     }
     pthread_mutex_lock (&node->n_lock);
+    if (node->n_fence_token != token) {     /* a newer fence runs */
+      pthread_mutex_unlock (&node->n_lock);
+      lost = true;
+      break;
+    }
     node->n_fence_wait &= ~gone;
     wait = node->n_fence_wait;
     refused = node->n_fence_refused;
@@ -216,6 +234,8 @@ forward_fence (struct peer *src)
   for (i = 0; i < node->n_npeers; i++)
     if (sent[i] != NULL)
       conn_put (sent[i]);
+  if (lost)
+    return -1;                  /* the connection's loss is logged */
   if (refused || wait != 0) {
     log_info ("peer %s: its resync of this node waits: %s", 
               src->pr_cfg->nc_name, refused

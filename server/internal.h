@@ -313,6 +313,9 @@ struct conn {
   bool c_decided;               /* sync_on_connect has decided: from now
                                    on a resync or verify may run on it
                                    (pr_lock) */
+  bool c_fence_wanted;          /* sync target: the resync thread runs
+                                   the sync fence, then sends our bitmap
+                                   (sync_fence_then_bitmap; pr_lock) */
   struct gen_uuids c_hello_uuids; /* what our HELLO_STATE told it */
   uint64_t c_hello_changes;     /* ... the change count: what it expects
                                    a bitmap of */
@@ -607,6 +610,7 @@ extern int node_outdate (struct repl_node *node);
 extern int drop_marks_between_secondaries (struct peer *p);
 extern int drop_marks_if_copy (struct peer *q);
 extern void sync_release_source (struct peer *p, const char *why);
+extern void sync_fence_then_bitmap (struct conn *c);
 extern int sync_handle (struct conn *c, const struct repl_hdr *h, const uint8_t *payload);
 
 /* verify.c */
@@ -702,7 +706,7 @@ extern int forward_submit (struct conn *c, const struct repl_hdr *h,
                            const uint8_t *payload, struct waiter *w,
                            struct out_msg msgs[REPL_MAX_NODES]);
 extern bool forward_may_feed_us (struct conn *c);
-extern int forward_fence (struct peer *src);
+extern int forward_fence (struct conn *c);
 extern void forward_mark_unreached (struct conn *c, uint64_t offset,
                                     uint64_t count);
 extern int forward_handle_fenced (struct conn *c, const struct repl_hdr *h);

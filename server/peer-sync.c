@@ -399,10 +399,16 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
                   "resyncs this node first", name);
         return;
       }
-      if (fenced && forward_fence (p) == -1) {
-        sync_release_source (p, "waits for the sync fence");
-        conn_fail (c, "the diskless nodes did not stop writing to this "
-                   "node directly; reconnecting");
+      if (fenced) {
+        /* The fence waits for the diskless nodes' writes to us to end,
+         * and those may wait for this connection (forwarded by us to
+         * the source, whose ACKs come in here), or for the source's
+         * forwarded writes to us to be read: not here, before the
+         * receive loop, but in the resync thread while it runs. */
+        pthread_mutex_lock (&p->pr_lock);
+        c->c_fence_wanted = true;
+        pthread_cond_signal (&p->pr_resync_cond);
+        pthread_mutex_unlock (&p->pr_lock);
         return;
       }
       pthread_mutex_lock (&p->pr_lock);
@@ -412,6 +418,28 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
       send_bitmap (c);
     }
   }
+}
+
+/* Sync target of c's peer, with diskless nodes: the sync fence
+ * (forward_fence), then our bitmap.  Run by the peer's resync thread
+ * while the receive loop reads c (the source's forwarded writes and
+ * the ACKs of ours to it).  A fence that fails drops the connection;
+ * its loss releases the source (sync_on_lost). */
+void
+sync_fence_then_bitmap (struct conn *c)
+{
+  struct peer *p = c->c_peer;
+
+  if (forward_fence (c) == -1) {
+    conn_fail (c, "the diskless nodes did not stop writing to this "
+               "node directly; reconnecting");
+    return;
+  }
+  pthread_mutex_lock (&p->pr_lock);
+  if (!c->c_failed)
+    peer_set_repl_locked (p, REPL_WF_BITMAP_T);
+  pthread_mutex_unlock (&p->pr_lock);
+  send_bitmap (c);
 }
 
 /* p is about to resync this node (we send it our bitmap, or it sent

@@ -430,16 +430,24 @@ resync_thread (void *arg)
      * would start a resync the peer has not agreed to, bypassing the
      * bitmap exchange and the sync fence. */
     while (!p->pr_stopping &&
-           !((p->pr_resync_wanted || p->pr_verify_wanted) &&
-             p->pr_state == CONN_CONNECTED && p->pr_conn->c_decided &&
-             p->pr_repl != REPL_WF_BITMAP_S))
+           !(p->pr_state == CONN_CONNECTED && p->pr_conn->c_decided &&
+             (p->pr_conn->c_fence_wanted ||
+              ((p->pr_resync_wanted || p->pr_verify_wanted) &&
+               p->pr_repl != REPL_WF_BITMAP_S))))
       pthread_cond_wait (&p->pr_resync_cond, &p->pr_lock);
     if (p->pr_stopping) {
       pthread_mutex_unlock (&p->pr_lock);
       break;
     }
     c = conn_get (p->pr_conn);  /* Connected: pr_conn is set */
-    if (p->pr_verify_wanted && !p->pr_resync_wanted) {
+    if (c->c_fence_wanted) {
+      /* A sync target's fence and bitmap (sync_on_connect), here
+       * while the receive loop reads the connection. */
+      c->c_fence_wanted = false;
+      pthread_mutex_unlock (&p->pr_lock);
+      sync_fence_then_bitmap (c);
+    }
+    else if (p->pr_verify_wanted && !p->pr_resync_wanted) {
       p->pr_verify_wanted = false;
       pthread_mutex_unlock (&p->pr_lock);
       verify_run (c);
