@@ -137,9 +137,10 @@ forward_fence (struct conn *sc)
   struct peer *src = sc->c_peer;
   struct repl_node *node = src->pr_node;
   struct conn *sent[REPL_MAX_NODES] = { NULL };
-  uint64_t token, deadline;
+  uint64_t token, deadline, least = 0;
   uint32_t wait = 0;
   bool refused = false, lost = false;
+  const char *s;
   size_t i;
 
   /* Test hook (tests/test-diskless-race.sh): no fence at all, as before
@@ -191,6 +192,12 @@ forward_fence (struct conn *sc)
    * when the connection to src is (then a newer fence may run: its
    * token, and its wait, are no longer ours). */
   deadline = now_ns () + 2 * node->n_cfg.cf_timeout_ms * UINT64_C (1000000);
+  /* Test hook (tests/test-diskless-3.sh): NBDREPL_TEST_SYNC_FENCE_MIN_MS
+   * =N makes the fence last N ms at least (less than the deadline), as
+   * if a diskless node's answer came that late: longer than ping-
+   * timeout, nothing else may wait for it. */
+  if ((s = getenv ("NBDREPL_TEST_SYNC_FENCE_MIN_MS")) != NULL)
+    least = now_ns () + strtoull (s, NULL, 10) * UINT64_C (1000000);
   for (;;) {
     uint32_t gone = 0;
     struct timespec ts;
@@ -221,14 +228,16 @@ forward_fence (struct conn *sc)
     node->n_fence_wait &= ~gone;
     wait = node->n_fence_wait;
     refused = node->n_fence_refused;
-    if (wait != 0 && !refused && now_ns () < deadline) {
+    if ((wait != 0 || now_ns () < least) && !refused &&
+        now_ns () < deadline) {
       until = now_ns () + UINT64_C (100000000);
       ts.tv_sec = until / 1000000000;
       ts.tv_nsec = until % 1000000000;
       pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts);
     }
     pthread_mutex_unlock (&node->n_lock);
-    if (wait == 0 || refused || now_ns () >= deadline)
+    if ((wait == 0 && now_ns () >= least) || refused ||
+        now_ns () >= deadline)
       break;
   }
   for (i = 0; i < node->n_npeers; i++)

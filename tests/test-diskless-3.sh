@@ -10,8 +10,15 @@
 # Which node dies first: DISKLESS3_FIRST=0|1|2 (default: random, shown);
 # the second is the next one round.  DISKLESS3_IDLE=1 stops the writers
 # before the two return (then nobody writes during their resyncs),
-# 0 keeps them going (default: random, shown).  The resource runs with quorum:
-# off, which lets writes go on with one storage node of three.
+# 0 keeps them going (default: random, shown).  DISKLESS3_SLOW_FENCE=1
+# makes each sync fence of the two that return last 4 s at least
+# (NBDREPL_TEST_SYNC_FENCE_MIN_MS; longer than the ping-timeout of 3 s),
+# as when a diskless node's answer comes late: nothing may wait for it
+# but the resync it guards (a fence run before the receive loop of the
+# source's connection left that node's forwards of the primary's writes
+# unread, and the primary dropped: EIO).  Default: random, shown.  The
+# resource runs with quorum: off, which lets writes go on with one
+# storage node of three.
 source "$(dirname "$0")/functions.sh"
 requires jq --version
 
@@ -62,10 +69,12 @@ first=${DISKLESS3_FIRST:-$((RANDOM % 3))}
 case $first in 0|1|2) ;; *) fail "DISKLESS3_FIRST=$first: 0, 1 or 2" ;; esac
 idle=${DISKLESS3_IDLE:-$((RANDOM % 2))}
 case $idle in 0|1) ;; *) fail "DISKLESS3_IDLE=$idle: 0 or 1" ;; esac
+slow=${DISKLESS3_SLOW_FENCE:-$((RANDOM % 2))}
+case $slow in 0|1) ;; *) fail "DISKLESS3_SLOW_FENCE=$slow: 0 or 1" ;; esac
 a=node$first
 b=node$(( (first + 1) % 3 ))
 c=node$(( (first + 2) % 3 ))
-info "killing $a, then $b (DISKLESS3_FIRST=$first DISKLESS3_IDLE=$idle); $c stays"
+info "killing $a, then $b (DISKLESS3_FIRST=$first DISKLESS3_IDLE=$idle DISKLESS3_SLOW_FENCE=$slow); $c stays"
 
 kill_node $a
 wait_acks "$tmpdir/w1.log" $(( $(acks "$tmpdir/w1.log") + 300 )) 20
@@ -86,8 +95,10 @@ stop_writers ()
 
 # Both return, while the writers go on or after they stopped.
 [ "$idle" = 1 ] && stop_writers
+[ "$slow" = 1 ] && export NBDREPL_TEST_SYNC_FENCE_MIN_MS=4000
 start_node $a
 start_node $b
+unset NBDREPL_TEST_SYNC_FENCE_MIN_MS
 for n in node0 node1 node2; do
     wait_for $n '[.peers[] | select(.disk != "Diskless") | .connection == "Connected" and .disk == "UpToDate" and .out_of_sync_bytes == 0] | length == 2' 60
 done
