@@ -37,7 +37,7 @@ for n in node0 node1 node2; do
         fail "create-md --in-sync on $n failed"
 done
 for n in node0 node1 node2 node3; do start_node $n; done
-wait_for node3 '[.peers[] | select(.disk != "Diskless") | .connection == "Connected" and .disk == "UpToDate"] | length == 3' 30
+wait_for node3 '[.peers[] | select(.disk != "Diskless") | .connection == "Connected" and .disk == "UpToDate"] | length == 3 and all' 30
 wait_for node3 '[.peers[] | select(.disk != "Diskless") | .connection == "Connected" and .disk == "UpToDate"] | all' 30
 
 # acks LOG: how many writes the log says were acknowledged.
@@ -100,9 +100,9 @@ start_node $a
 start_node $b
 unset NBDREPL_TEST_SYNC_FENCE_MIN_MS
 for n in node0 node1 node2; do
-    wait_for $n '[.peers[] | select(.disk != "Diskless") | .connection == "Connected" and .disk == "UpToDate" and .out_of_sync_bytes == 0] | length == 2' 60
+    wait_for $n '[.peers[] | select(.name != "node3") | .connection == "Connected" and .disk == "UpToDate" and .out_of_sync_bytes == 0] | length == 2 and all' 60
 done
-wait_for node3 '[.peers[] | select(.disk != "Diskless") | .connection == "Connected" and .disk == "UpToDate"] | length == 3' 30
+wait_for node3 '[.peers[] | select(.disk != "Diskless") | .connection == "Connected" and .disk == "UpToDate"] | length == 3 and all' 30
 if [ "$idle" = 0 ]; then
     wait_acks "$tmpdir/w1.log" $(( $(acks "$tmpdir/w1.log") + 300 )) 20
     stop_writers
@@ -110,7 +110,7 @@ fi
 
 # Settled: every storage node in sync with the other two.
 for n in node0 node1 node2; do
-    wait_for $n '[.peers[] | select(.disk != "Diskless") | .connection == "Connected" and .disk == "UpToDate" and .replication == "Established" and .out_of_sync_bytes == 0] | length == 2' 60
+    wait_for $n '[.peers[] | select(.name != "node3") | .connection == "Connected" and .disk == "UpToDate" and .replication == "Established" and .out_of_sync_bytes == 0] | length == 2 and all' 60
 done
 same_disks node0 node1 node2
 /usr/bin/python3 "$ACKCHECK" --log "$tmpdir/w1.log" --log "$tmpdir/w2.log" \
