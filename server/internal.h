@@ -246,7 +246,7 @@ struct hs_slot {
  *   set at creation, then read-only: the first block;
  *   the reader (whoever holds c_rx_busy, peer-receive.c): c_expect_seq,
  *     c_away_mask and *c_rx;
- *   atomic: c_refs, c_last_recv_ns, c_heard;
+ *   atomic: c_refs, c_last_recv_ns, c_rx_forwarding, c_heard;
  *   its peer's pr_lock: everything else. */
 struct conn {
   uint32_t c_magic;
@@ -291,6 +291,10 @@ struct conn {
   uint64_t c_rx_writer_ns;      /* when a writer last read or wanted to */
   uint64_t c_expect_seq;        /* next seq the peer must send (reader) */
   _Atomic uint64_t c_last_recv_ns;
+  atomic_bool c_rx_forwarding;  /* the reader waits for the ACKs of
+                                   writes it forwarded (secondary.c):
+                                   the peer's silence is not measured
+                                   meanwhile (ticker.c) */
   atomic_bool c_peer_closed;    /* the peer ended it (end of stream,
                                    reset, broken pipe): the reconnect
                                    may wait (peer.c flap_delay_locked) */

@@ -174,7 +174,13 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
       forward_submit (c, h, payload, &fwd, fwd_msgs);
     if (data)
       ilock_release (&node->n_ilock, &range);
-    waiter_wait (&fwd);         /* acknowledged by where it went */
+    /* Acknowledged by where it went: bounded by those connections'
+     * timeout.  Meanwhile nobody reads this one (the primary's pings
+     * too): its ping-timeout counts again from the end of the wait. */
+    atomic_store (&c->c_rx_forwarding, true);
+    waiter_wait (&fwd);
+    c->c_last_recv_ns = now_ns ();
+    atomic_store (&c->c_rx_forwarding, false);
     waiter_destroy (&fwd);
   }
   return r;
