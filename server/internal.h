@@ -832,6 +832,10 @@ struct repl_node {
   atomic_bool n_down_requested; /* ... and it was called */
   bool n_auto_promoted;         /* promoted by a client open (auto-promote):
                                    demoted when the last one closes */
+  bool n_role_unannounced;      /* promoted, and the peers not yet told
+                                   (role_changed): writes wait, else a
+                                   peer takes one of ours for a protocol
+                                   error (n_lock) */
   pthread_mutex_t n_lock;       /* guards n_role, n_disk, n_primary_id,
                                    n_start_*, n_sync_source_id, n_quorum,
                                    n_work, n_resizing,

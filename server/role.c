@@ -101,7 +101,8 @@ role_check_write (struct repl_node *node)
   primary = node->n_role == REPL_ROLE_PRIMARY;
   while (primary && !node->n_stopping &&
          ((!node->n_quorum && node->n_cfg.cf_on_no_quorum_suspend) ||
-          node->n_fencing > 0 || node->n_fence_failed))
+          node->n_fencing > 0 || node->n_fence_failed ||
+          node->n_role_unannounced))   /* bounded: role_changed's sends */
     pthread_cond_wait (&node->n_cond, &node->n_lock);
   if (!primary || !node->n_quorum)
     r = -1;
@@ -455,6 +456,7 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
   if (node->n_diskless) {
     pthread_mutex_lock (&node->n_lock);
     node_set_role_locked (node, REPL_ROLE_PRIMARY);
+    node->n_role_unannounced = true;
     pthread_mutex_unlock (&node->n_lock);
     log_info ("node %s: now Primary (diskless)%s", node->n_self->nc_name,
               force ? " (forced)" : "");
@@ -485,6 +487,7 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
   node_set_disk (node, REPL_DISK_UPTODATE);
   pthread_mutex_lock (&node->n_lock);
   node_set_role_locked (node, REPL_ROLE_PRIMARY);
+  node->n_role_unannounced = true;
   pthread_mutex_unlock (&node->n_lock);
   log_info ("node %s: now Primary%s", node->n_self->nc_name,
             force ? " (forced)" : "");
@@ -547,6 +550,13 @@ role_changed (struct repl_node *node)
   if (node_role (node) == REPL_ROLE_PRIMARY && !node->n_diskless)
     gen_before_write (node);
   announce_state (node);
+  /* Every connected peer has our STATE ahead of our first write: a
+   * client that opened while the one that promoted us was still here
+   * writes only now. */
+  pthread_mutex_lock (&node->n_lock);
+  node->n_role_unannounced = false;
+  pthread_cond_broadcast (&node->n_cond);
+  pthread_mutex_unlock (&node->n_lock);
   handler_run (node, REPL_HANDLER_ROLE_CHANGE, NULL);
 }
 
