@@ -55,11 +55,11 @@ wait_acks ()
 }
 
 # Two writers on disjoint 8M ranges; -1: stop (exit 1) at the first error.
-"$ACKWRITE" -1 -l "$tmpdir/w1.log" -f 0 -c 2048 -t 50 "$(uri node3)" \
+"$ACKWRITE" -1 -l "$tmpdir/w1.log" -f 0 -c 2048 -t 240 "$(uri node3)" \
     >"$tmpdir/w1.out" 2>&1 &
 w1=$!
 cleanup_fn "kill $w1 2>/dev/null || true"
-"$ACKWRITE" -1 -l "$tmpdir/w2.log" -f 4096 -c 2048 -t 50 "$(uri node3)" \
+"$ACKWRITE" -1 -l "$tmpdir/w2.log" -f 4096 -c 2048 -t 240 "$(uri node3)" \
     >"$tmpdir/w2.out" 2>&1 &
 w2=$!
 cleanup_fn "kill $w2 2>/dev/null || true"
