@@ -11,7 +11,7 @@
 # the second is the next one round.  DISKLESS3_IDLE=1 stops the writers
 # before the two return (then nobody writes during their resyncs),
 # 0 keeps them going (default: random, shown).  DISKLESS3_SLOW_FENCE=1
-# makes each sync fence of the two that return last 4 s at least
+# makes the first sync fence of each of the two that return last 4 s
 # (NBDREPL_TEST_SYNC_FENCE_MIN_MS; longer than the ping-timeout of 3 s),
 # as when a diskless node's answer comes late: nothing may wait for it
 # but the resync it guards (a fence run before the receive loop of the
