@@ -1698,9 +1698,11 @@ parse_tls (struct loader *ld, yaml_node_t *const *keys,
   return r;
 }
 
-/* Diskless nodes: at least one storage node, and (for now) at most two
- * storage nodes beside them: with more, two storage nodes could both
- * resync the same third one while a diskless primary writes. */
+/* Diskless nodes: at least one storage node; any number of storage and
+ * diskless nodes up to the resource's REPL_MAX_NODES (a diskless
+ * primary writes to every storage node, and a storage node that is to
+ * be resynced by a peer leaves its targets first: the sync fence,
+ * server/forward.c).  One Primary at a time, as for any resource. */
 static int
 check_diskless (struct loader *ld, struct repl_config *cfg,
                 const yaml_node_t *root)
@@ -1717,12 +1719,6 @@ check_diskless (struct loader *ld, struct repl_config *cfg,
   if (diskless > 0 && storage == 0) {
     load_error (ld, node_line (root), "nodes: every node is diskless "
                 "(disk: none); at least one must store the data");
-    return -1;
-  }
-  if (diskless > 0 && storage > 2) {
-    load_error (ld, node_line (root), "nodes: %zu storage nodes with a "
-                "diskless node; this version supports diskless nodes with "
-                "one or two storage nodes", storage);
     return -1;
   }
   return 0;

@@ -152,6 +152,11 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_RESIZE] = { "RESIZE", REPL_FLAG_ASSUME_CLEAN, WIRE_PAYLOAD_WORD,
                         false, SEQ (FORWARD),
                         .wt_states = ST (ESTABLISHED) },
+  /* A resync target with no storage Primary, and the diskless nodes: */
+  [REPL_MSG_SYNC_FENCE] = { "SYNC_FENCE", 0, WIRE_PAYLOAD_NONE, false,
+                            CTL (BOTH) },
+  [REPL_MSG_SYNC_FENCED] = { "SYNC_FENCED", REPL_FLAG_ERROR,
+                             WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
 };
 
 #define CONNECTED_STATES \

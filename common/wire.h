@@ -135,8 +135,24 @@ enum repl_msg_type {
                                  if it cannot, it ends the connection
                                  (and refuses the next one until its
                                  backing store is large enough) */
+  /* A storage node that a peer (no storage Primary) is about to resync,
+   * and the diskless nodes it is connected to (forward.c, diskless.c): */
+  REPL_MSG_SYNC_FENCE = 30,   /* unsequenced, storage→diskless; offset = a
+                                 token, seq = the id of the storage node
+                                 that is to resync the sender.  The
+                                 receiver stops writing to the sender
+                                 directly (its following writes reach it
+                                 through its sync source: AWAY) until the
+                                 sender reports UUIDS again, and answers
+                                 SYNC_FENCED once none of its writes that
+                                 went to the sender is in flight */
+  REPL_MSG_SYNC_FENCED = 31,  /* unsequenced, diskless→storage; offset =
+                                 the token of the SYNC_FENCE; flag ERROR:
+                                 refused (a diskless Primary that does
+                                 not write to that sync source itself:
+                                 it would resync stale data) */
 };
-#define REPL_MSG_TYPE_MAX 29
+#define REPL_MSG_TYPE_MAX 31
 #define REPL_AUTH_SIZE 32
 
 /* HELLO features. */
@@ -155,7 +171,7 @@ enum repl_msg_type {
 #define REPL_FLAG_ZEROES    0x0008  /* RESYNC_DATA: the count bytes are
                                        all zero and not sent (length 0) */
 #define REPL_FLAG_ERROR     0x0010  /* READ_REPLY: the read failed; no
-                                       payload */
+                                       payload.  SYNC_FENCED: refused */
 #define REPL_FLAG_DIGEST    0x0020  /* WRITE, RESYNC_DATA: the payload is
                                        the count bytes of data, then their
                                        crc32c, 4 bytes big-endian

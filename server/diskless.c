@@ -16,12 +16,52 @@
  * (forward.c).  A write in flight to a node that is lost is named to the
  * targets that did take it (OUT_OF_SYNC) before the client hears of its
  * completion, so that the lost node gets it back by resync.
+ *
+ * Any number of storage nodes (up to the resource's REPL_MAX_NODES),
+ * and any number of diskless nodes, one of them Primary at a time.
+ * The rule that makes more than two storage nodes safe is the sync
+ * fence: with no storage Primary, a storage node T that a storage
+ * peer S is to resync (gen decision or pair marks, sync_on_connect)
+ *
+ *  1. fails its own connections where it is a sync source (out of our
+ *     targets it would pass on data we no longer write to it);
+ *  2. sends SYNC_FENCE (naming S) to every diskless node it is
+ *     connected to; each takes T out of its targets at once
+ *     (c_dl_leaving: neither written to nor read from), and answers
+ *     SYNC_FENCED once no replicate() that went to T is in flight
+ *     (c_dl_writes, counted under the pr_lock of the target check, so
+ *     a write either counted or never sent to T) — as Primary it
+ *     refuses (flag ERROR) an S that is not its target itself;
+ *  3. only then sends S its bitmap; S waits for it before reading any
+ *     chunk (pair resyncs too).
+ *
+ * A write of ours after that goes to S (and the others) with T in the
+ * AWAY mask (a new generation: T is behind), and S forwards it to T
+ * under its interval lock, ordered with its resync data on that one
+ * connection; another storage node forwards its copy too (the same
+ * bytes; our interval lock keeps the next write of the range behind
+ * both) or marks it.  A write in flight when a node is lost is marked
+ * by OUT_OF_SYNC; the marking node resyncs a still connected node
+ * through a reconnect, so through the fence (and reconnects too after
+ * a mark made while its connection to the node was in its handshake,
+ * once its HELLO_STATE had announced none: sync_on_connect).  One
+ * source per target at a time (sync_claim_source: the first to claim;
+ * others wait and decide again when it ends).  T reports UUIDS at the end of its
+ * resync (it took S's generation, forward_handle_away makes sure S
+ * told it) and is a target again once in our generation.
+ *
+ * Losing us: the storage nodes reconcile their activity logs
+ * (peer-sync.c reconcile), as with two.  Not covered: a storage node
+ * resynced while not connected to the diskless Primary, whose source
+ * is (the fence cannot check the source), and two diskless Primaries.
  */
 #include <config.h>
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "byte-order.h"
 #include "internal.h"
@@ -163,6 +203,8 @@ diskless_peer_uuids (struct repl_node *node, struct conn *c)
       (node->n_dl_current == 0 || newer (&u, node->n_dl_current))) {
     node->n_dl_current = u.gu_current;
     node->n_dl_gen_away = 0;
+    node->n_dl_prev = 0;
+    node->n_dl_prev_targets = 0;
     adopted = true;
   }
   current = node->n_dl_current;
@@ -181,32 +223,107 @@ diskless_peer_uuids (struct repl_node *node, struct conn *c)
     }
   pthread_mutex_lock (&p->pr_lock);
   c->c_dl_in_gen = c->c_peer_uuids.gu_current == current;
+  /* A node that left our targets for a resync (SYNC_FENCE) reports its
+   * UUIDS when that ends: it may be a target again. */
+  if (c->c_dl_leaving && !c->c_dl_fence_pending) {
+    c->c_dl_leaving = false;
+    log_info ("peer %s: back among our targets (%s our generation)",
+              p->pr_cfg->nc_name, c->c_dl_in_gen ? "in" : "not in");
+  }
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-/* May we write to and read from storage node p?  pr_lock held.
- * c_dl_in_gen says it holds the current generation: set when it
- * connects or reports UUIDs (diskless_peer_uuids) with our current
- * UUID; a new generation started here does not clear it, since every
- * target hears of it (AWAY) before our next write. */
+/* Test hook (tests/test-diskless-race.sh): NBDREPL_TEST_DISKLESS_STATE_
+ * DELAY_MS=N makes this node go on taking a storage node for UpToDate
+ * for N ms after it heard otherwise, as if its STATE came that late.
+ * Without the sync fence a resync target stays our target for that
+ * long, and our direct writes to it race the resync data: the test
+ * shows the fence closes that window. */
+static uint64_t state_delay_ns;
+static pthread_once_t state_delay_once = PTHREAD_ONCE_INIT;
+
+static void
+state_delay_init (void)
+{
+  const char *s = getenv ("NBDREPL_TEST_DISKLESS_STATE_DELAY_MS");
+
+  if (s != NULL)
+    state_delay_ns = strtoull (s, NULL, 10) * UINT64_C (1000000);
+}
+
+/* Does p's disk count as UpToDate here?  pr_lock held. */
 static bool
-is_target_locked (struct peer *p)
+disk_uptodate_locked (const struct peer *p)
+{
+  pthread_once (&state_delay_once, state_delay_init);
+  if (p->pr_disk == REPL_DISK_UPTODATE)
+    return true;
+  return state_delay_ns != 0 &&
+         now_ns () - p->pr_disk_left_uptodate_ns < state_delay_ns;
+}
+
+/* Our generation, as a write or read reads it once (dl_gen_now). */
+struct dl_gen {
+  uint64_t dg_current;
+  uint64_t dg_prev;
+  uint32_t dg_prev_targets;
+};
+
+/* May we write to and read from storage node p in generation g (as the
+ * caller read it)?  pr_lock held.  c_dl_in_gen
+ * says it holds the current generation: set when it connects or
+ * reports UUIDs (diskless_peer_uuids) with our current UUID; a new
+ * generation started here does not clear it, since every target hears
+ * of it (AWAY) before our next write.  Its current UUID must be that
+ * one too (or, for a target of the write that started it, the one
+ * before: its AWAY may not be out yet): a node whose hello was taken (c_dl_in_gen, in the
+ * generation before) while a write with it away started a new one,
+ * which only the targets of that write heard of (AWAY, which also sets
+ * c_peer_uuids here), missed that write and is no target until it is
+ * resynced and says so (UUIDS). */
+static bool
+is_target_locked (struct peer *p, const struct dl_gen *g)
 {
   struct conn *c = peer_conn_locked (p);
+  uint64_t u;
 
-  return c != NULL && !c->c_peer_diskless &&
-         p->pr_disk == REPL_DISK_UPTODATE && c->c_dl_in_gen;
+  if (c == NULL || c->c_peer_diskless || !disk_uptodate_locked (p) ||
+      !c->c_dl_in_gen || c->c_dl_leaving)
+    return false;
+  u = c->c_peer_uuids.gu_current;
+  return u == g->dg_current ||
+         (u == g->dg_prev && g->dg_prev != 0 &&
+          (g->dg_prev_targets & id_bit (p)) != 0);
+}
+
+/* Our current generation (diskless primary), and which nodes take it
+ * from the generation before (the targets of the write that started
+ * it, which hear of it by AWAY, sent by whichever write of it reaches
+ * them first: send_all). */
+static void
+dl_gen_now (struct repl_node *node, struct dl_gen *g)
+{
+  pthread_mutex_lock (&node->n_lock);
+  g->dg_current = node->n_dl_current;
+  g->dg_prev = node->n_dl_prev;
+  g->dg_prev_targets = node->n_dl_prev_targets;
+  pthread_mutex_unlock (&node->n_lock);
 }
 
 /* The storage nodes we may write to and read from now (not those in
- * skip), into tg; returns how many.  The others' ids go into *away. */
+ * skip), into tg; returns how many.  The others' ids go into *away,
+ * the generation they were checked against into *g.  For a
+ * write (held not NULL) each target's connection is held in held[] and
+ * its c_dl_writes counted, under the pr_lock of the check: a
+ * SYNC_FENCE handled later waits for it (release_targets). */
 static size_t
 targets (struct repl_node *node, uint32_t skip, struct peer **tg,
-         uint32_t *away)
+         struct conn **held, uint32_t *away, struct dl_gen *g)
 {
   size_t i, n = 0;
 
   *away = 0;
+  dl_gen_now (node, g);
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *p = PEERS (node)->pl_peers[i];
     bool t;
@@ -214,7 +331,13 @@ targets (struct repl_node *node, uint32_t skip, struct peer **tg,
     if (p->pr_cfg->nc_diskless || (skip & id_bit (p)))
       continue;
     pthread_mutex_lock (&p->pr_lock);
-    t = is_target_locked (p);
+    t = is_target_locked (p, g);
+    if (t && held != NULL) {
+      struct conn *c = peer_conn_locked (p);
+
+      c->c_dl_writes++;
+      held[n] = conn_get (c);
+    }
     pthread_mutex_unlock (&p->pr_lock);
     if (t)
       tg[n++] = p;
@@ -224,25 +347,137 @@ targets (struct repl_node *node, uint32_t skip, struct peer **tg,
   return n;
 }
 
-/* Queue AWAY to target p if what it last heard differs.  pr_lock held.
- * The message lives in the peer; one still queued is waited for. */
-static void
-send_away_locked (struct conn *c, uint32_t away, uint64_t fresh)
+/* Queue a SYNC_FENCE or SYNC_FENCED on c (pr_lock held): the message
+ * lives in the connection; one still queued is waited for. */
+void
+fence_queue_locked (struct conn *c, enum repl_msg_type type,
+                    uint16_t flags, uint64_t seq, uint64_t token)
 {
   struct peer *p = c->c_peer;
 
-  if (c->c_dl_sent_away == away &&
-      (fresh == 0 || c->c_dl_sent_uuid == fresh))
-    return;
-  while (!c->c_away_msg.om_done && !c->c_failed)
+  while (c->c_fence_queued && !c->c_fence_msg.om_done && !c->c_failed)
     pthread_cond_wait (&p->pr_cond, &p->pr_lock);
   if (c->c_failed)
     return;
+  out_msg_init (&c->c_fence_msg, type, flags, 0, seq, token, NULL, 0);
+  c->c_fence_queued = true;
+  conn_queue_locked (c, &c->c_fence_msg);
+}
+
+/* A write to the n targets tg (connections held) is over: each
+ * connection counts it off, and the last write to a storage node that
+ * asked to leave our targets sends its SYNC_FENCED. */
+static void
+release_targets (struct peer **tg, struct conn **held, size_t n)
+{
+  size_t i;
+
+  for (i = 0; i < n; i++) {
+    struct peer *p = tg[i];
+    struct conn *c = held[i];
+
+    pthread_mutex_lock (&p->pr_lock);
+    assert (c->c_dl_writes > 0);
+    if (--c->c_dl_writes == 0 && c->c_dl_fence_pending) {
+      c->c_dl_fence_pending = false;
+      fence_queue_locked (c, REPL_MSG_SYNC_FENCED, 0, 0,
+                          c->c_dl_fence_token);
+    }
+    pthread_mutex_unlock (&p->pr_lock);
+    conn_put (c);
+  }
+}
+
+/* SYNC_FENCE from storage node p: a storage peer of it (id h->seq)
+ * is about to resync it.  From now on p is no target of ours (writes
+ * reach it through its sync source, which forwards them after our
+ * AWAY); the answer waits until no write of ours that went to p is in
+ * flight (release_targets).  As Primary we refuse a sync source that
+ * is not our target itself: it would not get, so not forward, our
+ * writes, and its resync data could overwrite newer data on p. */
+int
+diskless_handle_fence (struct conn *c, const struct repl_hdr *h)
+{
+  struct peer *p = c->c_peer, *src;
+  struct repl_node *node = p->pr_node;
+  bool refused = false;
+
+  src = h->seq < REPL_MAX_NODES ? node_find_peer (node, h->seq) : NULL;
+  if (!node->n_diskless || c->c_peer_diskless || src == NULL ||
+      src == p || src->pr_cfg->nc_diskless) {
+    conn_fail (c, "protocol error: SYNC_FENCE for sync source %" PRIu64
+               " from %s", h->seq, node->n_diskless ? "a diskless node"
+               : "a peer, to a storage node");
+    return -1;
+  }
+  if (node_role (node) == REPL_ROLE_PRIMARY) {
+    struct dl_gen g;
+
+    dl_gen_now (node, &g);
+    pthread_mutex_lock (&src->pr_lock);
+    refused = !is_target_locked (src, &g);
+    pthread_mutex_unlock (&src->pr_lock);
+  }
+  pthread_mutex_lock (&p->pr_lock);
+  if (refused)
+    fence_queue_locked (c, REPL_MSG_SYNC_FENCED, REPL_FLAG_ERROR, 0,
+                        h->offset);
+  else {
+    c->c_dl_leaving = true;
+    c->c_dl_fence_token = h->offset;
+    c->c_dl_fence_pending = c->c_dl_writes > 0;
+    if (!c->c_dl_fence_pending)
+      fence_queue_locked (c, REPL_MSG_SYNC_FENCED, 0, 0, h->offset);
+  }
+  pthread_mutex_unlock (&p->pr_lock);
+  if (refused)
+    log_info ("peer %s: refusing its resync from %s, which our writes "
+              "do not reach", p->pr_cfg->nc_name, src->pr_cfg->nc_name);
+  else
+    log_info ("peer %s: leaves our targets while %s resyncs it",
+              p->pr_cfg->nc_name, src->pr_cfg->nc_name);
+  return 0;
+}
+
+/* Queue AWAY to target p if what it last heard differs.  pr_lock held.
+ * The message lives in the peer; one still queued is waited for.
+ * While another write to p is in flight (c_dl_writes counts ours too)
+ * the mask only grows: that write may have been planned with other
+ * nodes away (a new generation started by one writer while another
+ * still writes in the one before), and p must forward or mark it for
+ * them, which it does by the last mask it heard before it.  One node
+ * too many in the mask costs a forward or a mark; one too few, a write
+ * that node never gets.  With no other write in flight, the mask is
+ * what this write needs. */
+static void
+send_away_locked (struct conn *c, uint32_t away, uint64_t gen)
+{
+  struct peer *p = c->c_peer;
+  uint32_t mask;
+  uint64_t fresh;
+
+  ASSERT_LOCKED (&p->pr_lock);
+  for (;;) {
+    mask = away;
+    if (c->c_dl_writes > 1)
+      mask |= c->c_dl_sent_away;
+    /* A target of the write that started gen may not have heard of it
+     * yet: whichever write of gen comes first tells it. */
+    fresh = c->c_peer_uuids.gu_current != gen && c->c_dl_sent_uuid != gen
+            ? gen : 0;
+    if (c->c_dl_sent_away == mask && fresh == 0)
+      return;
+    if (c->c_away_msg.om_done || c->c_failed)
+      break;
+    pthread_cond_wait (&p->pr_cond, &p->pr_lock);   /* then look again */
+  }
+  if (c->c_failed)
+    return;
   put_be64 (c->c_away_buf, fresh);
-  out_msg_init (&c->c_away_msg, REPL_MSG_AWAY, 0, 0, 0, away,
+  out_msg_init (&c->c_away_msg, REPL_MSG_AWAY, 0, 0, 0, mask,
                 c->c_away_buf, 8);
   conn_queue_locked (c, &c->c_away_msg);
-  c->c_dl_sent_away = away;
+  c->c_dl_sent_away = mask;
   if (fresh != 0) {
     c->c_dl_sent_uuid = fresh;
     /* It moves to the new generation before our next message. */
@@ -272,11 +507,13 @@ answered (const struct peer_ticket *t)
 }
 
 /* Send and wait for one sequenced message to each peer of tg (n of
- * them); ok[i] says who answered. */
+ * them), on the connection held[i] only (a newer one was not counted);
+ * ok[i] says who answered. */
 static void
-send_all (struct peer **tg, size_t n, enum repl_msg_type type,
-          uint16_t flags, const void *payload, uint32_t count,
-          uint64_t offset, uint32_t away, uint64_t fresh, bool *ok)
+send_all (struct peer **tg, struct conn **held, size_t n,
+          enum repl_msg_type type, uint16_t flags, const void *payload,
+          uint32_t count, uint64_t offset, uint32_t away, uint64_t gen,
+          bool *ok)
 {
   struct out_msg msgs[REPL_MAX_NODES];
   struct peer_ticket t[REPL_MAX_NODES];
@@ -291,11 +528,14 @@ send_all (struct peer **tg, size_t n, enum repl_msg_type type,
 
     t[i] = (struct peer_ticket) { .pt_conn = NULL };
     pthread_mutex_lock (&p->pr_lock);
-    if ((c = peer_conn_locked (p)) != NULL) {
+    if ((c = peer_conn_locked (p)) != NULL && c == held[i]) {
       if (type != REPL_MSG_OUT_OF_SYNC)
-        send_away_locked (c, away, fresh);
-      peer_submit_locked (p, type, flags, payload, count, offset, &w, false,
-                          &msgs[i], &t[i]);
+        send_away_locked (c, away, gen);
+      /* send_away_locked may have waited (pr_lock dropped): the held
+       * connection only, never a newer one that is no target yet. */
+      if (!c->c_failed && peer_conn_locked (p) == c)
+        peer_submit_locked (p, type, flags, payload, count, offset, &w,
+                            false, &msgs[i], &t[i]);
     }
     pthread_mutex_unlock (&p->pr_lock);
   }
@@ -309,9 +549,31 @@ send_all (struct peer **tg, size_t n, enum repl_msg_type type,
   }
 }
 
+/* Test hook (tests/test-diskless-gen-race.sh): NBDREPL_TEST_DISKLESS_
+ * TARGETS_DELAY_MS=N makes a write with a storage node away wait N ms
+ * between taking its targets and deciding on a new generation, so that
+ * the away node's hello can come in between. */
+static void
+targets_delay (void)
+{
+  static long long ms = -1;
+  const char *s;
+
+  if (__atomic_load_n (&ms, __ATOMIC_RELAXED) == -1) {
+    s = getenv ("NBDREPL_TEST_DISKLESS_TARGETS_DELAY_MS");
+    __atomic_store_n (&ms, s != NULL ? atoll (s) : 0, __ATOMIC_RELAXED);
+  }
+  if (ms > 0)
+    usleep (ms * 1000);
+}
+
 /* The first write with a node away starts a new generation: *fresh
  * becomes its current UUID (else it stays 0).  Nodes in in_gen are
- * targets of this write again. */
+ * targets of this write again.  Returns 1 if the generation is no
+ * longer current, the one our targets were checked against (another
+ * write started a new one, or a storage node told us of a newer one):
+ * a node away for this write may be a target of that one's next write,
+ * and would lack this one; the caller takes its targets again. */
 static int
 new_generation_if_away (struct repl_node *node, enum repl_msg_type type,
                         uint64_t current, uint32_t away, uint32_t in_gen,
@@ -320,16 +582,21 @@ new_generation_if_away (struct repl_node *node, enum repl_msg_type type,
   uint32_t fresh_bits;
 
   pthread_mutex_lock (&node->n_lock);
+  if (node->n_dl_current != current) {
+    pthread_mutex_unlock (&node->n_lock);
+    return type == REPL_MSG_FLUSH ? 0 : 1;
+  }
   node->n_dl_gen_away &= ~in_gen;
   fresh_bits = away & ~node->n_dl_gen_away;
-  if (fresh_bits != 0 && type != REPL_MSG_FLUSH &&
-      node->n_dl_current == current) {
+  if (fresh_bits != 0 && type != REPL_MSG_FLUSH) {
     if (uuid_generate (fresh) == -1) {
       pthread_mutex_unlock (&node->n_lock);
       log_error ("getrandom: %m");
       errno = EIO;
       return -1;
     }
+    node->n_dl_prev = current;
+    node->n_dl_prev_targets = in_gen;
     node->n_dl_current = *fresh;
     node->n_dl_gen_away |= away;
   }
@@ -341,20 +608,24 @@ new_generation_if_away (struct repl_node *node, enum repl_msg_type type,
   return 0;
 }
 
-/* One message's worth of a write, trim, zero or flush. */
+/* One message's worth of a write, trim, zero or flush, to the nt
+ * targets tg (their connections held), checked against generation
+ * current.  Returns 0, -1 (errno set), or 1: nothing sent, the
+ * generation moved on; take the targets again. */
 static int
-replicate (struct repl_node *node, enum repl_msg_type type,
-           const void *buf, uint32_t count, uint64_t offset, uint16_t flags)
+replicate_to (struct repl_node *node, enum repl_msg_type type,
+              const void *buf, uint32_t count, uint64_t offset,
+              uint16_t flags, struct peer **tg, struct conn **held,
+              size_t nt, uint32_t away, const struct dl_gen *g)
 {
-  struct peer *tg[REPL_MAX_NODES], *done[REPL_MAX_NODES];
+  struct peer *done[REPL_MAX_NODES];
+  struct conn *done_held[REPL_MAX_NODES];
   bool ok[REPL_MAX_NODES];
-  size_t i, nt = 0, ndone = 0;
-  uint32_t away, lost = 0, in_gen = 0, gen_away;
-  uint64_t current, fresh = 0;
+  size_t i, ndone = 0;
+  uint32_t lost = 0, in_gen = 0, gen_away;
+  uint64_t fresh = 0;
 
-  nt = targets (node, 0, tg, &away);
   pthread_mutex_lock (&node->n_lock);
-  current = node->n_dl_current;
   gen_away = node->n_dl_gen_away;
   pthread_mutex_unlock (&node->n_lock);
   for (i = 0; i < nt; i++)
@@ -370,17 +641,23 @@ replicate (struct repl_node *node, enum repl_msg_type type,
   /* With every node a target and none marked away there is nothing to
    * do here (as if done in the first critical section): the common
    * case takes n_lock once. */
-  if ((away != 0 || (gen_away & in_gen) != 0) &&
-      new_generation_if_away (node, type, current, away, in_gen,
-                              &fresh) == -1)
-    return -1;
+  if (away != 0 || (gen_away & in_gen) != 0) {
+    int r = new_generation_if_away (node, type, g->dg_current, away,
+                                    in_gen, &fresh);
 
-  send_all (tg, nt, type, flags, buf,
+    if (r != 0)
+      return r;
+  }
+
+  send_all (tg, held, nt, type, flags, buf,
             type == REPL_MSG_FLUSH ? 0 : count,
-            type == REPL_MSG_FLUSH ? 0 : offset, away, fresh, ok);
+            type == REPL_MSG_FLUSH ? 0 : offset, away,
+            fresh != 0 ? fresh : g->dg_current, ok);
   for (i = 0; i < nt; i++) {
-    if (ok[i])
+    if (ok[i]) {
+      done_held[ndone] = held[i];
       done[ndone++] = tg[i];
+    }
     else
       lost |= id_bit (tg[i]);
   }
@@ -397,8 +674,8 @@ replicate (struct repl_node *node, enum repl_msg_type type,
     uint8_t mask[8];
 
     put_be64 (mask, lost);
-    send_all (done, ndone, REPL_MSG_OUT_OF_SYNC, 0, mask, count, offset,
-              0, 0, ok);
+    send_all (done, done_held, ndone, REPL_MSG_OUT_OF_SYNC, 0, mask, count,
+              offset, 0, 0, ok);
     for (i = 0; i < ndone; i++)
       if (ok[i])
         return role_complete_write (node, true);
@@ -411,15 +688,53 @@ replicate (struct repl_node *node, enum repl_msg_type type,
   return role_complete_write (node, lost != 0 || away != 0);
 }
 
+static int
+replicate (struct repl_node *node, enum repl_msg_type type,
+           const void *buf, uint32_t count, uint64_t offset, uint16_t flags)
+{
+  struct peer *tg[REPL_MAX_NODES];
+  struct conn *held[REPL_MAX_NODES];
+  uint32_t away;
+  struct dl_gen g;
+  size_t nt;
+  int r;
+
+  unsigned tries;
+
+  /* Bounded: a new generation starts only when a node goes away. */
+  for (tries = 0; tries < 100; tries++) {
+    nt = targets (node, 0, tg, held, &away, &g);
+    if (away != 0 && type != REPL_MSG_FLUSH)
+      targets_delay ();
+    r = replicate_to (node, type, buf, count, offset, flags, tg, held, nt,
+                      away, &g);
+    release_targets (tg, held, nt);
+    if (r != 1)
+      return r;
+  }
+  log_error ("node %s: %s of %" PRIu32 " bytes at offset %" PRIu64
+             " failed: the generation changed under it %u times",
+             node->n_self->nc_name, wire_type_name (type), count, offset,
+             tries);
+  errno = EIO;
+  return -1;
+}
+
 int
 diskless_ranged (struct repl_node *node, enum repl_msg_type type,
                  const void *buf, uint32_t count, uint64_t offset,
                  uint16_t flags)
 {
   struct ilock_range range;
+  bool held;
   int r = 0;
 
-  if (role_check_write (node) == -1)
+  /* It may wait long (quorum, fencing): without the request's pin
+   * meanwhile, as write-path.c's check_write (peers.c). */
+  held = peers_wait_begin (node);
+  r = role_check_write (node);
+  peers_wait_end (node, held);
+  if (r == -1)
     return -1;
   atomic_fetch_add (&node->n_requests_in_flight, 1);
   if (type == REPL_MSG_FLUSH)
@@ -448,12 +763,13 @@ pick_reader (struct repl_node *node, uint32_t tried)
   struct peer *cand[REPL_MAX_NODES], *best = NULL;
   size_t i, n;
   uint32_t away;
+  struct dl_gen g;
   unsigned next;
 
   pthread_mutex_lock (&node->n_lock);
   next = node->n_dl_next_read++;
   pthread_mutex_unlock (&node->n_lock);
-  n = targets (node, tried, cand, &away);
+  n = targets (node, tried, cand, NULL, &away, &g);
   if (n == 0)
     return NULL;
 

@@ -54,19 +54,263 @@ in_mask (uint32_t mask, const struct peer *q)
   return (mask & (UINT32_C (1) << q->pr_cfg->nc_id)) != 0;
 }
 
-/* Mark [offset, offset + count) out of sync for q, and if q is connected
- * to us, resync it from us (we are its only source then: a diskless
- * primary's storage nodes are at most two). */
+/* q (pr_lock held) is to be resynced from us: by the pass we run
+ * already (another one), else through a reconnect, whose decision
+ * (sync_on_connect) outdates it and fences it first: never by a pass
+ * started on a connection whose decision was no sync. */
+static void
+resync_through_fence_locked (struct peer *q, const char *why)
+{
+  if (q->pr_state != CONN_CONNECTED)
+    return;
+  if (q->pr_repl == REPL_SYNC_SOURCE || q->pr_repl == REPL_PAUSED_SYNC_S ||
+      q->pr_repl == REPL_WF_BITMAP_S) {
+    q->pr_resync_wanted = true;
+    pthread_cond_signal (&q->pr_resync_cond);
+  }
+  else if (q->pr_repl == REPL_ESTABLISHED)
+    peer_fail_current_locked (q, "%s: reconnecting to resync it", why);
+}
+
+/* Mark [offset, offset + count) out of sync for q.  If q is connected
+ * to us, it is to be resynced: by the pass we run already, else through
+ * a reconnect, so that q leaves the diskless primary's targets first
+ * (the sync fence, at the decision of sync_on_connect).  q may be one
+ * again already (its link to the primary came back while we were still
+ * connected to it); a resync started from here would race the primary's
+ * writes to it. */
 static void
 mark_for (struct peer *q, uint64_t offset, uint64_t count)
 {
   pthread_mutex_lock (&q->pr_lock);
   bitmap_set_range (&q->pr_bitmap, offset, count);
-  if (q->pr_state == CONN_CONNECTED) {
-    q->pr_resync_wanted = true;
-    pthread_cond_signal (&q->pr_resync_cond);
-  }
+  resync_through_fence_locked (q, "chunks marked out of sync for it");
   pthread_mutex_unlock (&q->pr_lock);
+}
+
+/* We took data from storage peer p (a write it forwarded for a diskless
+ * primary, or resync data) with no storage Primary: our data moved, and
+ * a storage node not connected to us may lack it.  What we mark for it
+ * is what our bitmap must say: it has to cover every chunk where our
+ * data may differ from the node's since its bitmap UUID here, and our
+ * generation may move on past that (at the end of a resync from p), so
+ * that a later bitmap resync from us would miss those chunks.  p marks
+ * them too, but only in memory until they reach its activity log's
+ * next write-out: a crash of p loses them.  A node connected to us
+ * gets its share from p, or from a resync decided at connect. */
+void
+forward_mark_unreached (struct conn *c, uint64_t offset, uint64_t count)
+{
+  struct peer *p = c->c_peer;
+  struct repl_node *node = p->pr_node;
+  size_t i;
+
+  if (c->c_peer_diskless || !node_primary_is_diskless_or_none (node))
+    return;
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+
+    if (q == p || q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    if (q->pr_state != CONN_CONNECTED)
+      bitmap_set_range (&q->pr_bitmap, offset, count);
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+}
+
+/* A peer of ours without a storage Primary, src, is about to resync
+ * us: every diskless node we are connected to stops writing to us
+ * directly first (SYNC_FENCE), and answers (SYNC_FENCED) once none of
+ * its writes to us is in flight.  A write that follows reaches us only
+ * through a sync source, ordered with its resync data on its one
+ * connection (forward_submit), so resync data never overwrites a
+ * newer write that came straight from the primary.  We stop resyncing
+ * others ourselves: out of a diskless primary's targets, we would send
+ * them data it no longer writes to us.  Called by src's resync thread
+ * (sync_fence_then_bitmap) before our bitmap goes out on sc, while
+ * sc's receive loop runs: a diskless node's write to us that we
+ * forward to src ends (and with it the wait for the answer) only once
+ * src's ACK is read on sc; and src's forwards of the primary's writes
+ * to us, which src acknowledges to the primary only once we do, are
+ * read meanwhile.  The source reads no chunk before our bitmap.
+ * Called with the peer list pinned (the resync thread's); the wait
+ * lets go of the pin (peers.c), and what it keeps across it is by node
+ * id, never from the list.  Returns 0, or -1 if a diskless node
+ * refused or did not answer in time, or sc failed (the caller drops
+ * the connection). */
+static atomic_bool slow_fence_done;
+
+/* Which of the diskless nodes in `sent` (our SYNC_FENCE's connections,
+ * by node id) still hold that connection: the others write to us no
+ * more (and owe no answer).  Pins the list for its walk. */
+static uint32_t
+fence_live (struct repl_node *node,
+            struct conn *const sent[REPL_MAX_NODE_ID + 1])
+{
+  uint32_t live = 0;
+  size_t i;
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    struct conn *c = sent[q->pr_cfg->nc_id];
+
+    if (!q->pr_cfg->nc_diskless || c == NULL)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    if (!c->c_failed && peer_conn_locked (q) == c)
+      live |= UINT32_C (1) << q->pr_cfg->nc_id;
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+  return live;
+}
+
+int
+forward_fence (struct conn *sc)
+{
+  struct peer *src = sc->c_peer;
+  struct repl_node *node = src->pr_node;
+  struct conn *sent[REPL_MAX_NODE_ID + 1] = { NULL };   /* by node id */
+  uint64_t token, deadline, least = 0;
+  uint32_t wait = 0;
+  bool refused = false, lost = false, held;
+  const char *s;
+  size_t i;
+
+  /* Test hook (tests/test-diskless-race.sh): no fence at all, as before
+   * it existed, to show that the test catches the race it closes. */
+  if (getenv ("NBDREPL_TEST_NO_SYNC_FENCE") != NULL) {
+    log_info ("peer %s: sync fence skipped (NBDREPL_TEST_NO_SYNC_FENCE)",
+              src->pr_cfg->nc_name);
+    return 0;
+  }
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+
+    if (q == src || q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    if (q->pr_repl == REPL_SYNC_SOURCE || q->pr_repl == REPL_PAUSED_SYNC_S ||
+        q->pr_repl == REPL_WF_BITMAP_S)
+      peer_fail_current_locked (q, "%s resyncs this node: it stops "
+                                "resyncing others", src->pr_cfg->nc_name);
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+
+  pthread_mutex_lock (&node->n_lock);
+  token = ++node->n_fence_token;
+  node->n_fence_refused = false;
+  for (i = 0; i < PEERS (node)->pl_n; i++)
+    if (PEERS (node)->pl_peers[i]->pr_cfg->nc_diskless)
+      wait |= UINT32_C (1) << PEERS (node)->pl_peers[i]->pr_cfg->nc_id;
+  node->n_fence_wait = wait;
+  pthread_mutex_unlock (&node->n_lock);
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    struct conn *c;
+
+    if (!q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    if ((c = peer_conn_locked (q)) != NULL && !c->c_failed) {
+      fence_queue_locked (c, REPL_MSG_SYNC_FENCE, 0, src->pr_cfg->nc_id,
+                          token);
+      sent[q->pr_cfg->nc_id] = conn_get (c);
+    }
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+
+  /* Bounded: a diskless node owes the answer within its writes' own
+   * timeout; one whose connection is gone writes to us no more.  Over
+   * when the connection to src is (then a newer fence may run: its
+   * token, and its wait, are no longer ours). */
+  deadline = now_ns () + 2 * node->n_cfg.cf_timeout_ms * UINT64_C (1000000);
+  /* Test hook (tests/test-diskless-3.sh): NBDREPL_TEST_SYNC_FENCE_MIN_MS
+   * =N makes the first fence of the process last N ms at least (less
+   * than the deadline), as if a diskless node's answer came that late:
+   * longer than ping-timeout, nothing else may wait for it.  (Every
+   * fence that long, with writes going on, and the resyncs of a node by
+   * two sources in turn took longer than the test waits.) */
+  if ((s = getenv ("NBDREPL_TEST_SYNC_FENCE_MIN_MS")) != NULL &&
+      !atomic_exchange (&slow_fence_done, true))
+    least = now_ns () + strtoull (s, NULL, 10) * UINT64_C (1000000);
+  /* The wait may last (up to the deadline): no pin meanwhile. */
+  held = peers_wait_begin (node);
+  for (;;) {
+    struct timespec ts;
+    uint32_t live;
+    uint64_t until;
+
+    pthread_mutex_lock (&src->pr_lock);
+    lost = sc->c_failed || peer_conn_locked (src) != sc;
+    pthread_mutex_unlock (&src->pr_lock);
+    if (lost)
+      break;
+    live = fence_live (node, sent);
+    pthread_mutex_lock (&node->n_lock);
+    if (node->n_fence_token != token) {     /* a newer fence runs */
+      pthread_mutex_unlock (&node->n_lock);
+      lost = true;
+      break;
+    }
+    node->n_fence_wait &= live;
+    wait = node->n_fence_wait;
+    refused = node->n_fence_refused;
+    if ((wait != 0 || now_ns () < least) && !refused &&
+        now_ns () < deadline) {
+      until = now_ns () + UINT64_C (100000000);
+      ts.tv_sec = until / 1000000000;
+      ts.tv_nsec = until % 1000000000;
+      pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts);
+    }
+    pthread_mutex_unlock (&node->n_lock);
+    if ((wait == 0 && now_ns () >= least) || refused ||
+        now_ns () >= deadline)
+      break;
+  }
+  peers_wait_end (node, held);
+  for (i = 0; i <= REPL_MAX_NODE_ID; i++)
+    if (sent[i] != NULL)
+      conn_put (sent[i]);
+  if (lost)
+    return -1;                  /* the connection's loss is logged */
+  if (refused || wait != 0) {
+    log_info ("peer %s: its resync of this node waits: %s", 
+              src->pr_cfg->nc_name, refused
+              ? "the diskless primary does not write to it"
+              : "a diskless node did not confirm the sync fence in time");
+    return -1;
+  }
+  log_info ("peer %s: sync fence: no diskless node writes to this node "
+            "directly now", src->pr_cfg->nc_name);
+  return 0;
+}
+
+/* SYNC_FENCED from a diskless node: its answer to our last SYNC_FENCE
+ * (an older one's is ignored). */
+int
+forward_handle_fenced (struct conn *c, const struct repl_hdr *h)
+{
+  struct peer *p = c->c_peer;
+  struct repl_node *node = p->pr_node;
+  uint32_t bit = UINT32_C (1) << p->pr_cfg->nc_id;
+
+  if (node->n_diskless || !c->c_peer_diskless) {
+    conn_fail (c, "protocol error: SYNC_FENCED from a peer that is not "
+               "diskless");
+    return -1;
+  }
+  pthread_mutex_lock (&node->n_lock);
+  if (h->offset == node->n_fence_token && (node->n_fence_wait & bit)) {
+    node->n_fence_wait &= ~bit;
+    if (h->flags & REPL_FLAG_ERROR)
+      node->n_fence_refused = true;
+    pthread_cond_broadcast (&node->n_cond);
+  }
+  pthread_mutex_unlock (&node->n_lock);
+  return 0;
 }
 
 int
@@ -94,6 +338,9 @@ forward_handle_away (struct conn *c, const struct repl_hdr *h,
   pthread_mutex_unlock (&p->pr_lock);
   if (fresh == 0)
     return 0;
+  /* The storage peers learn the generation: one we resync takes it at
+   * the end (every write of it reached it through us). */
+  worker_post (node, WORK_UUIDS);
   /* An away node connected to us is behind the new generation until we
    * have resynced it (what it lacks is in our bitmap, possibly nothing),
    * after which it takes the generation from us. */
@@ -103,10 +350,8 @@ forward_handle_away (struct conn *c, const struct repl_hdr *h,
     if (q == p || q->pr_cfg->nc_diskless || !in_mask (mask, q))
       continue;
     pthread_mutex_lock (&q->pr_lock);
-    if (q->pr_state == CONN_CONNECTED) {
-      q->pr_resync_wanted = true;
-      pthread_cond_signal (&q->pr_resync_cond);
-    }
+    resync_through_fence_locked (q, "away in the diskless primary's new "
+                                 "generation");
     pthread_mutex_unlock (&q->pr_lock);
   }
   return 0;

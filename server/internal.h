@@ -278,7 +278,7 @@ struct hs_slot {
  *   set at creation, then read-only: the first block;
  *   the reader (whoever holds c_rx_busy, peer-receive.c): c_expect_seq,
  *     c_away_mask and *c_rx;
- *   atomic: c_refs, c_last_recv_ns, c_heard;
+ *   atomic: c_refs, c_last_recv_ns, c_rx_forwarding, c_heard;
  *   its peer's pr_lock: everything else. */
 struct conn {
   uint32_t c_magic;
@@ -323,6 +323,10 @@ struct conn {
   uint64_t c_rx_writer_ns;      /* when a writer last read or wanted to */
   uint64_t c_expect_seq;        /* next seq the peer must send (reader) */
   _Atomic uint64_t c_last_recv_ns;
+  atomic_bool c_rx_forwarding;  /* the reader waits for the ACKs of
+                                   writes it forwarded (secondary.c):
+                                   the peer's silence is not measured
+                                   meanwhile (ticker.c) */
   atomic_bool c_peer_closed;    /* the peer ended it (end of stream,
                                    reset, broken pipe): the reconnect
                                    may wait (peer.c flap_delay_locked) */
@@ -345,6 +349,9 @@ struct conn {
   bool c_decided;               /* sync_on_connect has decided: from now
                                    on a resync or verify may run on it
                                    (pr_lock) */
+  bool c_fence_wanted;          /* sync target: the resync thread runs
+                                   the sync fence, then sends our bitmap
+                                   (sync_fence_then_bitmap; pr_lock) */
   struct gen_uuids c_hello_uuids; /* what our HELLO_STATE told it */
   uint64_t c_hello_changes;     /* ... the change count: what it expects
                                    a bitmap of */
@@ -362,6 +369,17 @@ struct conn {
   struct out_msg c_away_msg;    /* the AWAY last queued */
   uint8_t c_away_buf[8];        /* ... and its payload */
   uint32_t c_away_mask;
+  /* The sync fence (diskless.c, forward.c): on a diskless node, the
+   * storage node asked to leave our targets (SYNC_FENCE) until it
+   * reports UUIDS again, the writes in flight that went to it, and
+   * the answer owed once they are done; on either side, the fence
+   * message last queued (c_fence_queued: c_fence_msg is in use). */
+  bool c_dl_leaving;
+  unsigned c_dl_writes;
+  bool c_dl_fence_pending;
+  uint64_t c_dl_fence_token;
+  bool c_fence_queued;
+  struct out_msg c_fence_msg;
 };
 
 /* conn.c */
@@ -425,6 +443,8 @@ struct peer {
   struct bitmap pr_bitmap;      /* chunks this peer may lack */
   enum repl_disk_state pr_disk; /* its disk as told, or as we know it */
   bool pr_disk_known;
+  uint64_t pr_disk_left_uptodate_ns; /* when pr_disk last left UpToDate
+                                   (a test hook of diskless.c) */
   bool pr_says_primary;         /* its last HELLO_STATE or STATE said
                                    Primary, even on a connection refused
                                    for it (role.c: role=primary at
@@ -635,6 +655,8 @@ extern int secondary_apply_resync_done (struct conn *c, const struct rx_msg *m);
 /* peer-sync.c */
 extern void sync_on_connect (struct conn *c, const struct repl_hello *h);
 extern void sync_on_lost (struct conn *c, bool fence);
+extern void sync_check_newer_peers (struct repl_node *node,
+                                    struct peer *except);
 extern void sync_send_uuids (struct peer *p);
 extern bool sync_claim_source (struct peer *p, bool preempt);
 extern int sync_follow_primary (struct conn *c);
@@ -642,6 +664,7 @@ extern int node_outdate (struct repl_node *node);
 extern int drop_marks_between_secondaries (struct peer *p);
 extern int drop_marks_if_copy (struct peer *q);
 extern void sync_release_source (struct peer *p, const char *why);
+extern void sync_fence_then_bitmap (struct conn *c);
 extern int sync_handle (struct conn *c, const struct repl_hdr *h, const uint8_t *payload);
 
 /* verify.c */
@@ -723,6 +746,7 @@ extern int diskless_pread (struct repl_node *node, void *buf, uint32_t count,
                            uint64_t offset);
 extern bool node_primary_is_diskless_or_none (struct repl_node *node);
 extern bool node_no_storage_primary (struct repl_node *node);
+extern int diskless_handle_fence (struct conn *c, const struct repl_hdr *h);
 
 extern void role_tell_state (struct peer *p);
 extern int gen_start_for_away (struct repl_node *node, uint32_t away,
@@ -738,6 +762,13 @@ extern int forward_submit (struct conn *c, const struct repl_hdr *h,
                            const uint8_t *payload, struct waiter *w,
                            struct out_msg msgs[REPL_MAX_NODES]);
 extern bool forward_may_feed_us (struct conn *c);
+extern int forward_fence (struct conn *c);
+extern void forward_mark_unreached (struct conn *c, uint64_t offset,
+                                    uint64_t count);
+extern int forward_handle_fenced (struct conn *c, const struct repl_hdr *h);
+extern void fence_queue_locked (struct conn *c, enum repl_msg_type type,
+                                uint16_t flags, uint64_t seq,
+                                uint64_t token);
 extern int peer_submit_read_locked (struct peer *p, void *buf,
                                     uint32_t count, uint64_t offset,
                                     int *status, struct waiter *w,
@@ -919,6 +950,10 @@ struct repl_node {
   atomic_bool n_down_requested; /* ... and it was called */
   bool n_auto_promoted;         /* promoted by a client open (auto-promote):
                                    demoted when the last one closes */
+  bool n_role_unannounced;      /* promoted, and the peers not yet told
+                                   (role_changed): writes wait, else a
+                                   peer takes one of ours for a protocol
+                                   error (n_lock) */
   pthread_mutex_t n_lock;       /* guards n_role, n_disk, n_primary_id,
                                    n_start_*, n_sync_source_id, n_quorum,
                                    n_work, n_resizing,
@@ -994,7 +1029,15 @@ struct repl_node {
   uint64_t n_dl_current;        /* the data's current UUID, as learnt
                                    from the storage nodes or started here */
   uint32_t n_dl_gen_away;       /* node ids away since it started */
+  uint64_t n_dl_prev;           /* the generation before, if it was
+                                   started here (else 0) ... */
+  uint32_t n_dl_prev_targets;   /* ... and the targets of the write that
+                                   started it: theirs until AWAY */
   unsigned n_dl_next_read;      /* round-robin read balancing */
+  /* A storage node's sync fence (forward.c).  n_lock guards these. */
+  uint64_t n_fence_token;       /* of the last SYNC_FENCE sent */
+  uint32_t n_fence_wait;        /* diskless node ids yet to answer it */
+  bool n_fence_refused;         /* one answered with flag ERROR */
 
   atomic_uint_fast64_t n_requests_in_flight;
   atomic_uint_fast64_t n_writes, n_write_bytes, n_reads, n_read_bytes;

@@ -356,8 +356,11 @@ meta_open (struct repl_node *node, const char *where)
                  p->pr_cfg->nc_name);
   }
 
-  /* A node that did not stop cleanly: as primary, it may have written
-   * to its activity log's extents what some peer never got; after a
+  /* A node that did not stop cleanly: as primary, or as a storage node
+   * of a diskless primary (which marks what the nodes away miss, in
+   * memory: its bitmap pages go out when an extent leaves the activity
+   * log), it may have written to its activity log's extents what some
+   * peer never got, and not written the marks; after a
    * crash of the machine (not just of the process, which leaves the page
    * cache to reach the disk), any node may have lost writes it had
    * acknowledged.  Either way those extents are resynced. */
@@ -366,7 +369,7 @@ meta_open (struct repl_node *node, const char *where)
   rebooted = memcmp (boot_id, sb.ms_boot_id, MD_BOOT_ID_SIZE) != 0;
   memcpy (sb.ms_boot_id, boot_id, MD_BOOT_ID_SIZE);
   if (!(sb.ms_flags & MD_FLAG_CLEAN) && !(sb.ms_flags & MD_FLAG_PRIMARY) &&
-      !rebooted) {
+      !rebooted && !node->n_cfg.cf_has_diskless) {
     node->n_md_crashed = true;
     log_info ("metadata %s: node %s did not stop cleanly, but the machine "
               "did not restart: its writes are in the page cache; nothing "

@@ -286,6 +286,14 @@ on_resize_reply (struct conn *c, const struct rx_msg *m)
 }
 
 static int
+on_sync_fence (struct conn *c, const struct rx_msg *m)
+{
+  return m->m_hdr->type == REPL_MSG_SYNC_FENCE
+         ? diskless_handle_fence (c, m->m_hdr)
+         : forward_handle_fenced (c, m->m_hdr);
+}
+
+static int
 on_sync (struct conn *c, const struct rx_msg *m)
 {
   return sync_handle (c, m->m_hdr, m->m_payload);
@@ -326,6 +334,8 @@ static rx_handler *const rx_handlers[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_RESIZE_QUERY] = on_resize_query,
   [REPL_MSG_RESIZE_REPLY] = on_resize_reply,
   [REPL_MSG_RESIZE] = resize_handle,
+  [REPL_MSG_SYNC_FENCE] = on_sync_fence,
+  [REPL_MSG_SYNC_FENCED] = on_sync_fence,
   /* HELLO, HELLO_STATE, AUTH_*: the handshake's, never here. */
 };
 

@@ -222,6 +222,32 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
    * other (nobody else has data to resync them from). */
   bool pair = !we_primary && h->role != REPL_ROLE_PRIMARY &&
               node_no_storage_primary (node);
+  /* ... and where a diskless node may write to both: the target leaves
+   * its targets before the source reads a chunk (forward_fence), so the
+   * source always waits for the target's bitmap, sent after that. */
+  bool fenced = pair && node->n_cfg.cf_has_diskless;
+
+  /* Chunks marked for the peer while this connection was in its
+   * handshake (a diskless primary's write forwarded to it, which it was
+   * not yet connected to take, or OUT_OF_SYNC naming it), after our
+   * HELLO_STATE announced none: both sides decide from the announced
+   * counts, so no resync would pick them up and they would stay marked
+   * on an idle, connected pair.  Reconnect: the next HELLO_STATE
+   * announces them.  Bounded: that one announces more than none, and
+   * the resync it leads to reads our bitmap as it is then. */
+  if (fenced && c->c_hello_changes == 0) {
+    uint64_t now;
+
+    pthread_mutex_lock (&p->pr_lock);
+    now = bitmap_count (&p->pr_bitmap);
+    pthread_mutex_unlock (&p->pr_lock);
+    if (now > 0) {
+      conn_fail (c, "%" PRIu64 " chunks were marked out of sync for it "
+                 "after our HELLO_STATE said none; reconnecting to "
+                 "announce them", now);
+      return;
+    }
+  }
 
   /* The same decision the handshake checked; the state may have moved
    * on since, so it may now refuse. */
@@ -311,9 +337,13 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
   p->pr_bitmap_rx_bytes = 0;
   if (resync &&
       (uuid_decision_is_source (d) ||
-       (d == UUID_NO_SYNC && h->uuids.changes > 0)))
+       (d == UUID_NO_SYNC && (h->uuids.changes > 0 || fenced))))
     peer_set_repl_locked (p, REPL_WF_BITMAP_S);
-  p->pr_resync_wanted = resync;
+  if (resync)
+    p->pr_resync_wanted = true;
+  /* The resync thread waits for c_decided; a kick that came before it
+   * (marks made during the handshake) is taken now too.  One from the
+   * connection before was cleared at connect (connected_locked). */
   c->c_decided = true;
   pthread_cond_signal (&p->pr_resync_cond);
   pthread_mutex_unlock (&p->pr_lock);
@@ -356,7 +386,8 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
     if ((uuid_decision_is_target (d) &&
          (h->role == REPL_ROLE_PRIMARY ||
           h->disk_state == REPL_DISK_UPTODATE)) ||
-        (d == UUID_NO_SYNC &&
+        (d == UUID_NO_SYNC && fenced && pair_source (c) == -1) ||
+        (d == UUID_NO_SYNC && !fenced &&
          mine && (!pair || pair_source (c) == -1))) {
       /* One source at a time: a second one waits until the first is
        * done (then both decide again); a primary goes first. */
@@ -368,6 +399,18 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
                   "resyncs this node first", name);
         return;
       }
+      if (fenced) {
+        /* The fence waits for the diskless nodes' writes to us to end,
+         * and those may wait for this connection (forwarded by us to
+         * the source, whose ACKs come in here), or for the source's
+         * forwarded writes to us to be read: not here, before the
+         * receive loop, but in the resync thread while it runs. */
+        pthread_mutex_lock (&p->pr_lock);
+        c->c_fence_wanted = true;
+        pthread_cond_signal (&p->pr_resync_cond);
+        pthread_mutex_unlock (&p->pr_lock);
+        return;
+      }
       pthread_mutex_lock (&p->pr_lock);
       if (!c->c_failed)
         peer_set_repl_locked (p, REPL_WF_BITMAP_T);
@@ -375,6 +418,28 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
       send_bitmap (c);
     }
   }
+}
+
+/* Sync target of c's peer, with diskless nodes: the sync fence
+ * (forward_fence), then our bitmap.  Run by the peer's resync thread
+ * while the receive loop reads c (the source's forwarded writes and
+ * the ACKs of ours to it).  A fence that fails drops the connection;
+ * its loss releases the source (sync_on_lost). */
+void
+sync_fence_then_bitmap (struct conn *c)
+{
+  struct peer *p = c->c_peer;
+
+  if (forward_fence (c) == -1) {
+    conn_fail (c, "the diskless nodes did not stop writing to this "
+               "node directly; reconnecting");
+    return;
+  }
+  pthread_mutex_lock (&p->pr_lock);
+  if (!c->c_failed)
+    peer_set_repl_locked (p, REPL_WF_BITMAP_T);
+  pthread_mutex_unlock (&p->pr_lock);
+  send_bitmap (c);
 }
 
 /* p is about to resync this node (we send it our bitmap, or it sent
@@ -493,6 +558,43 @@ reconcile (struct repl_node *node, struct peer *primary)
 
 static int check_newer_peer (struct peer *q);
 
+/* Our Primary (peer except) was lost, or our diskless Primary became
+ * Secondary: are the other storage peers ahead of us? */
+void
+sync_check_newer_peers (struct repl_node *node, struct peer *except)
+{
+  size_t i;
+
+  if (node->n_diskless)
+    return;
+  for (i = 0; i < PEERS (node)->pl_n; i++)
+    if (PEERS (node)->pl_peers[i] != except &&
+        check_newer_peer (PEERS (node)->pl_peers[i]) == -1)
+      log_error ("peer %s: cannot write metadata",
+                 PEERS (node)->pl_peers[i]->pr_cfg->nc_name);
+}
+
+/* Is a diskless Primary connected to us (a storage node)? */
+static bool
+diskless_primary_connected (struct repl_node *node)
+{
+  bool any = false;
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n && !any; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    struct conn *qc;
+
+    if (!q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    qc = peer_conn_locked (q);
+    any = qc != NULL && !qc->c_failed && qc->c_role == REPL_ROLE_PRIMARY;
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+  return any;
+}
+
 /* Connection c was lost (and torn down).  With fence (role_fence_begin
  * counted it before the writers were released) the fence-peer handler
  * decides when writes go on (role_fence_done). */
@@ -512,15 +614,8 @@ sync_on_lost (struct conn *c, bool fence)
       node_role (node) != REPL_ROLE_PRIMARY)
     reconcile (node, p);
   /* No Primary to follow now: are the others ahead of us? */
-  if (was_primary && !node->n_diskless) {
-    size_t i;
-
-    for (i = 0; i < PEERS (node)->pl_n; i++)
-      if (PEERS (node)->pl_peers[i] != p &&
-          check_newer_peer (PEERS (node)->pl_peers[i]) == -1)
-        log_error ("peer %s: cannot write metadata",
-                   PEERS (node)->pl_peers[i]->pr_cfg->nc_name);
-  }
+  if (was_primary && !node->n_diskless)
+    sync_check_newer_peers (node, p);
   /* Two primaries apart: a split brain from now on (generation.c),
    * even after a GOODBYE (the peer may have answered writes it could
    * not send us any more). */
@@ -592,8 +687,16 @@ sync_follow_primary (struct conn *c)
  * newer data, grown out of our generation, is Outdated from now on, and
  * is not promoted without --force (a secondary cut off from the primary
  * while the primary kept writing with the others).  With a Primary, its
- * generation is ours to follow instead.  Returns 0, or -1 if the
- * metadata cannot be written. */
+ * generation is ours to follow instead.  With a diskless Primary
+ * connected to us, it decides: it writes to us and reads from us only
+ * in its generation, and a storage peer that took a generation of it
+ * (AWAY) may tell us so before the same AWAY reaches us on our own
+ * connection to it; outdating ourselves then would leave its targets
+ * for nothing (fewer copies, and no UpToDate one if the others fail).
+ * Left behind for good, we are resynced, which outdates us at connect
+ * (sync_on_connect); and we look again once it is lost or demotes
+ * (sync_check_newer_peers).  Returns 0, or -1 if the metadata cannot
+ * be written. */
 static int
 check_newer_peer (struct peer *q)
 {
@@ -603,7 +706,8 @@ check_newer_peer (struct peer *q)
   bool storage = false;
   int rule;
 
-  if (node->n_diskless || !node_no_storage_primary (node))
+  if (node->n_diskless || !node_no_storage_primary (node) ||
+      diskless_primary_connected (node))
     return 0;
   pthread_mutex_lock (&q->pr_lock);
   if ((c = peer_conn_locked (q)) != NULL && !c->c_peer_diskless) {
@@ -614,6 +718,12 @@ check_newer_peer (struct peer *q)
   if (!storage)
     return 0;
   gen_view (node, q, &ours);
+  /* With diskless nodes, a generation grown out of ours only: in the
+   * same one, a bitmap UUID the peer told us before its resync of us
+   * ended (rules 34/35) is no newer data (and is looked at again when
+   * our diskless Primary demotes, long after). */
+  if (node->n_cfg.cf_has_diskless && ours.gu_current == theirs.gu_current)
+    return 0;
   if (!uuid_decision_is_target (uuid_compare (&ours, &theirs, &rule)))
     return 0;
   log_info ("peer %s: holds newer data (current %016" PRIx64 ", rule %d: "

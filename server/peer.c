@@ -634,6 +634,8 @@ connected_locked (struct peer *p, struct conn *c)
   p->pr_last_error[0] = '\0';
   p->pr_resync_total = p->pr_resync_done = 0;
   p->pr_resync_deferred = false;
+  p->pr_resync_wanted = false;  /* a kick for the last connection: this
+                                   one decides afresh (sync_on_connect) */
   p->pr_pause_peer = false;     /* its STATE says again */
   pthread_cond_broadcast (&p->pr_cond);
 }

@@ -290,7 +290,19 @@ resync_worker (struct resync_pass *rp, unsigned first, unsigned step)
       verify_csum_digest (p, slot, s->rs_buf, len);
     else
       zeroes = all_zero (s->rs_buf, len);
+    /* Only on the connection this pass is for: if it failed during the
+     * read, a new one may be up already, still in its handshake or
+     * sync fence (WFBitMapT there), and a chunk read before that fence
+     * could overwrite a write the target took directly since. */
     pthread_mutex_lock (&p->pr_lock);
+    if (rp->rp_conn->c_failed || peer_conn_locked (p) != rp->rp_conn) {
+      pthread_mutex_unlock (&p->pr_lock);
+      ilock_release (&node->n_ilock, &range);
+      pthread_mutex_lock (&rp->rp_lock);
+      rp->rp_failed = true;
+      pthread_mutex_unlock (&rp->rp_lock);
+      break;
+    }
     if (compare)
       verify_csum_submit_locked (p, slot, len, offset, &s->rs_waiter,
                                  &s->rs_msg);
@@ -431,10 +443,15 @@ resync_thread (void *arg)
     struct conn *c;
 
     pthread_mutex_lock (&p->pr_lock);
+    /* Not before sync_on_connect has taken the decision on the new
+     * connection (c_decided): a kick meanwhile (forward_handle_away)
+     * would start a resync the peer has not agreed to, bypassing the
+     * bitmap exchange and the sync fence. */
     while (!p->pr_stopping &&
-           !((p->pr_resync_wanted || p->pr_verify_wanted) &&
-             p->pr_state == CONN_CONNECTED && p->pr_conn->c_decided &&
-             p->pr_repl != REPL_WF_BITMAP_S))
+           !(p->pr_state == CONN_CONNECTED && p->pr_conn->c_decided &&
+             (p->pr_conn->c_fence_wanted ||
+              ((p->pr_resync_wanted || p->pr_verify_wanted) &&
+               p->pr_repl != REPL_WF_BITMAP_S))))
       pthread_cond_wait (&p->pr_resync_cond, &p->pr_lock);
     if (p->pr_stopping) {
       pthread_mutex_unlock (&p->pr_lock);
@@ -442,9 +459,17 @@ resync_thread (void *arg)
     }
     c = conn_get (p->pr_conn);  /* Connected: pr_conn is set */
     /* For the start and the end of the resync or verify (states,
-     * generation, metadata): its passes and pace waits let go of it. */
+     * generation, metadata), and for the sync fence: its passes and
+     * pace waits, and the fence's wait, let go of it. */
     peers_enter (p->pr_node);
-    if (p->pr_verify_wanted && !p->pr_resync_wanted) {
+    if (c->c_fence_wanted) {
+      /* A sync target's fence and bitmap (sync_on_connect), here
+       * while the receive loop reads the connection. */
+      c->c_fence_wanted = false;
+      pthread_mutex_unlock (&p->pr_lock);
+      sync_fence_then_bitmap (c);
+    }
+    else if (p->pr_verify_wanted && !p->pr_resync_wanted) {
       p->pr_verify_wanted = false;
       pthread_mutex_unlock (&p->pr_lock);
       verify_run (c);

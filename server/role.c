@@ -103,7 +103,8 @@ role_check_write (struct repl_node *node)
   primary = node->n_role == REPL_ROLE_PRIMARY;
   while (primary && !node->n_stopping &&
          ((!node->n_quorum && node->n_cfg.cf_on_no_quorum_suspend) ||
-          node->n_fencing > 0 || node->n_fence_failed))
+          node->n_fencing > 0 || node->n_fence_failed ||
+          node->n_role_unannounced))   /* bounded: role_changed's sends */
     pthread_cond_wait (&node->n_cond, &node->n_lock);
   if (!primary || !node->n_quorum)
     r = -1;
@@ -471,6 +472,7 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
   if (node->n_diskless) {
     pthread_mutex_lock (&node->n_lock);
     node_set_role_locked (node, REPL_ROLE_PRIMARY);
+    node->n_role_unannounced = true;
     pthread_mutex_unlock (&node->n_lock);
     log_info ("node %s: now Primary (diskless)%s", node->n_self->nc_name,
               force ? " (forced)" : "");
@@ -501,6 +503,7 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
   node_set_disk (node, REPL_DISK_UPTODATE);
   pthread_mutex_lock (&node->n_lock);
   node_set_role_locked (node, REPL_ROLE_PRIMARY);
+  node->n_role_unannounced = true;
   pthread_mutex_unlock (&node->n_lock);
   log_info ("node %s: now Primary%s", node->n_self->nc_name,
             force ? " (forced)" : "");
@@ -583,6 +586,13 @@ role_changed (struct repl_node *node)
   if (node_role (node) == REPL_ROLE_PRIMARY && !node->n_diskless)
     gen_before_write (node);
   announce_state (node);
+  /* Every connected peer has our STATE ahead of our first write: a
+   * client that opened while the one that promoted us was still here
+   * writes only now. */
+  pthread_mutex_lock (&node->n_lock);
+  node->n_role_unannounced = false;
+  pthread_cond_broadcast (&node->n_cond);
+  pthread_mutex_unlock (&node->n_lock);
   handler_run (node, REPL_HANDLER_ROLE_CHANGE, NULL);
 }
 
@@ -668,6 +678,7 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   char err[256];
+  bool demoted;
 
   if (h->offset > REPL_ROLE_MAX || h->seq > REPL_DISK_STATE_MAX) {
     conn_fail (c, "protocol error: STATE with role %" PRIu64
@@ -681,6 +692,7 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   pthread_mutex_lock (&p->pr_lock);
   if (c->c_role != h->offset)
     events_connection (p, "role:%s", role_name (h->offset));
+  demoted = c->c_role == REPL_ROLE_PRIMARY && h->offset != REPL_ROLE_PRIMARY;
   c->c_role = h->offset;
   peer_set_disk_locked (p, true, h->seq);
   if (p->pr_pause_peer != ((h->flags & REPL_FLAG_SYNC_PAUSED) != 0)) {
@@ -706,5 +718,10 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
    * the Primary's other copies may be moot now. */
   if (h->offset == REPL_ROLE_PRIMARY || h->seq == REPL_DISK_UPTODATE)
     worker_post (node, WORK_DROP_MARKS);
+  /* A diskless Primary that demotes leaves us with none to follow: a
+   * storage peer ahead of us outdates us now (check_newer_peer waited
+   * for it). */
+  if (demoted && c->c_peer_diskless)
+    sync_check_newer_peers (node, p);
   return 0;
 }

@@ -206,6 +206,8 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
   }
   if (data)
     meta_al_end (node, h->offset, h->count);
+  if (r == 0 && data)
+    forward_mark_unreached (c, h->offset, h->count);
   if (r == -1) {
     if (forwarding)
       ilock_release (&node->n_ilock, &range);
@@ -221,7 +223,13 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
       forward_submit (c, h, payload, &fwd, fwd_msgs);
     if (data)
       ilock_release (&node->n_ilock, &range);
-    waiter_wait (&fwd);         /* acknowledged by where it went */
+    /* Acknowledged by where it went: bounded by those connections'
+     * timeout.  Meanwhile nobody reads this one (the primary's pings
+     * too): its ping-timeout counts again from the end of the wait. */
+    atomic_store (&c->c_rx_forwarding, true);
+    waiter_wait (&fwd);
+    c->c_last_recv_ns = now_ns ();
+    atomic_store (&c->c_rx_forwarding, false);
     waiter_destroy (&fwd);
   }
   return r;
@@ -248,6 +256,7 @@ secondary_apply_resync_data (struct conn *c, const struct rx_msg *m)
   meta_al_end (node, h->offset, h->count);
   if (r != 0)
     return r;
+  forward_mark_unreached (c, h->offset, h->count);
   if (!node->n_cfg.cf_al_updates)
     volume_start_writeback (&node->n_vol, h->count, h->offset); /* flushed
                                                                    at DONE */
@@ -270,6 +279,38 @@ secondary_apply_resync_data (struct conn *c, const struct rx_msg *m)
       meta_write_peer_bitmap_range (node, p, from, end - from) == -1)
     return -2;
   return 0;
+}
+
+/* With no storage Primary, two storage secondaries resync what either
+ * has marked for the other (sync_on_connect), but only from an UpToDate
+ * one: on a connection taken while we were not, no resync was decided,
+ * and nothing would look at those marks again (both end UpToDate, in
+ * the same generation, and out of sync).  Now that the resync from p
+ * made us UpToDate, such a connection decides again. */
+static void
+redecide_marked_pairs (struct repl_node *node, struct peer *p)
+{
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    struct conn *qc;
+
+    if (q == p || q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    qc = peer_conn_locked (q);
+    if (qc != NULL && !qc->c_failed && qc->c_decided &&
+        !qc->c_peer_diskless && qc->c_role != REPL_ROLE_PRIMARY &&
+        q->pr_repl == REPL_ESTABLISHED &&
+        qc->c_hello_disk != REPL_DISK_UPTODATE &&
+        (bitmap_count (&q->pr_bitmap) > 0 || qc->c_hello.uuids.changes > 0))
+      peer_fail_current_locked (q, "chunks are marked out of sync between "
+                                "us, and this node was not UpToDate when "
+                                "we connected; reconnecting to decide "
+                                "again");
+    pthread_mutex_unlock (&q->pr_lock);
+  }
 }
 
 /* RESYNC_START: a peer starts resyncing us (offset: the bytes it will
@@ -371,6 +412,8 @@ secondary_apply_resync_done (struct conn *c, const struct rx_msg *m)
   log_info ("peer %s: resync finished, %s", name,
             disk_state_name (REPL_DISK_UPTODATE));
   sync_release_source (p, "finished");
+  if (c->c_role != REPL_ROLE_PRIMARY && node_primary_is_diskless_or_none (node))
+    redecide_marked_pairs (node, p);
   /* A copy of our Primary now, as are its other UpToDate secondaries in
    * the same generation: what we had marked for them is moot. */
   if (c->c_role == REPL_ROLE_PRIMARY) {

@@ -146,6 +146,9 @@ peer_set_disk_locked (struct peer *p, bool known, enum repl_disk_state disk)
   ASSERT_LOCKED (&p->pr_lock);
   if (p->pr_disk_known == known && (!known || p->pr_disk == disk))
     return;
+  if (p->pr_disk_known && p->pr_disk == REPL_DISK_UPTODATE &&
+      (!known || disk != REPL_DISK_UPTODATE))
+    p->pr_disk_left_uptodate_ns = now_ns ();
   p->pr_disk_known = known;
   if (known)
     p->pr_disk = disk;

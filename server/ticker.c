@@ -31,9 +31,11 @@ check_peer (struct repl_node *node, struct peer *p, uint64_t now)
   if ((c = peer_conn_locked (p)) == NULL)
     goto out;
 
-  /* The receiver updates this without the lock; it may be after now. */
+  /* The receiver updates this without the lock; it may be after now.
+   * While it waits for forwarded writes (bounded by their connections'
+   * timeout) it reads nothing: that is no silence of the peer's. */
   last_recv = c->c_last_recv_ns;
-  if (last_recv < now &&
+  if (!atomic_load (&c->c_rx_forwarding) && last_recv < now &&
       now - last_recv > cfg->cf_ping_timeout_ms * UINT64_C (1000000)) {
     conn_fail_locked (c, "nothing received for %.1f s (ping-timeout)",
                       (now - last_recv) / 1e9);

@@ -15,26 +15,42 @@
  *                             out with byte 132 flipped (in the payload
  *                             of its first data message): a bit error
  *                             in transit that TCP's checksum missed
+ *   FAULT_PREAD_SLEEP_MS=M    every pread of a file whose path ends in
+ *   FAULT_PREAD_PATH=SUFFIX   SUFFIX sleeps M ms after reading: the data
+ *                             read grows old before it is used (a
+ *                             resync source's chunk, while newer writes
+ *                             land)
+ *   FAULT_CONNECT_REFUSE_PORT=P  every connect to TCP port P fails with
+ *                             ECONNREFUSED: this process never reaches
+ *                             the node listening there (one link of a
+ *                             partition, on loopback)
  */
 #include <config.h>
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <netinet/in.h>
 
 extern ssize_t pwrite (int fd, const void *buf, size_t n, off_t off);
+extern ssize_t pread (int fd, void *buf, size_t n, off_t off);
+extern ssize_t pread64 (int fd, void *buf, size_t n, off_t off);
 extern ssize_t pwrite64 (int fd, const void *buf, size_t n, off_t off);
 extern ssize_t sendmsg (int fd, const struct msghdr *msg, int flags);
+extern int connect (int fd, const struct sockaddr *addr, socklen_t len);
 extern ssize_t splice (int fd_in, loff_t *off_in, int fd_out,
                        loff_t *off_out, size_t len, unsigned int flags);
 
 typedef ssize_t (*pwrite_fn) (int, const void *, size_t, off_t);
+typedef ssize_t (*pread_fn) (int, void *, size_t, off_t);
 typedef ssize_t (*sendmsg_fn) (int, const struct msghdr *, int);
+typedef int (*connect_fn) (int, const struct sockaddr *, socklen_t);
 typedef ssize_t (*splice_fn) (int, loff_t *, int, loff_t *, size_t,
                               unsigned int);
 
@@ -134,4 +150,66 @@ sendmsg (int fd, const struct msghdr *msg, int flags)
   if (delay > 0 && r > 32)
     usleep (delay);
   return r;
+}
+
+/* Does fd name a file whose path ends in suffix? */
+static int
+fd_path_ends (int fd, const char *suffix)
+{
+  char link[64], path[4096];
+  ssize_t n;
+  size_t ls = strlen (suffix);
+
+  snprintf (link, sizeof link, "/proc/self/fd/%d", fd);
+  n = readlink (link, path, sizeof path - 1);
+  if (n < 0)
+    return 0;
+  path[n] = '\0';
+  return (size_t) n >= ls && strcmp (path + n - ls, suffix) == 0;
+}
+
+static ssize_t
+slow_pread (const char *symbol, int fd, void *buf, size_t n, off_t off)
+{
+  pread_fn real = (pread_fn) dlsym (RTLD_NEXT, symbol);
+  const char *suffix = getenv ("FAULT_PREAD_PATH");
+  ssize_t r = real (fd, buf, n, off);
+  int saved = errno;
+
+  if (r > 0 && suffix != NULL && fd_path_ends (fd, suffix))
+    usleep (env_number ("FAULT_PREAD_SLEEP_MS", 0) * 1000);
+  errno = saved;
+  return r;
+}
+
+ssize_t
+pread (int fd, void *buf, size_t n, off_t off)
+{
+  return slow_pread ("pread", fd, buf, n, off);
+}
+
+ssize_t
+pread64 (int fd, void *buf, size_t n, off_t off)
+{
+  return slow_pread ("pread64", fd, buf, n, off);
+}
+
+int
+connect (int fd, const struct sockaddr *addr, socklen_t len)
+{
+  connect_fn real = (connect_fn) dlsym (RTLD_NEXT, "connect");
+  long long refuse = env_number ("FAULT_CONNECT_REFUSE_PORT", -1);
+  int port = -1;
+
+  if (addr != NULL && addr->sa_family == AF_INET &&
+      len >= sizeof (struct sockaddr_in))
+    port = ntohs (((const struct sockaddr_in *) addr)->sin_port);
+  else if (addr != NULL && addr->sa_family == AF_INET6 &&
+           len >= sizeof (struct sockaddr_in6))
+    port = ntohs (((const struct sockaddr_in6 *) addr)->sin6_port);
+  if (refuse >= 0 && port == refuse) {
+    errno = ECONNREFUSED;
+    return -1;
+  }
+  return real (fd, addr, len);
 }

@@ -605,7 +605,7 @@ def main():
                                  "acknowledged-write load (see the top of the file)")
     ap.add_argument("--seed", type=int, default=random.randrange(1, 1 << 31))
     ap.add_argument("--nodes", type=int, choices=(2, 3), default=3,
-                    help="storage nodes (2 with --diskless)")
+                    help="storage nodes (with --diskless too: issue 18)")
     ap.add_argument("--diskless", action="store_true")
     ap.add_argument("--duration", type=float, default=40)
     ap.add_argument("--faults", default="kill,stop,partition,promote")
@@ -620,9 +620,6 @@ def main():
     ap.add_argument("--tls", action="store_true",
                     help="tls: true (with a secret) on the replication links")
     a = ap.parse_args()
-    if a.diskless and a.nodes != 2:
-        ap.error("--diskless: the engine supports a diskless node with "
-                 "two storage nodes only (--nodes 2)")
     a.faults = [c for c in a.faults.split(",") if c]
     bad = [c for c in a.faults if c not in CLASSES]
     if bad:

@@ -192,7 +192,9 @@ bad all-diskless "$c" node0 "every node is diskless (disk: none)"
 write_config "$c" 's/disk: node1.img/disk: none\n    meta: node1.meta/'
 bad diskless-with-meta "$c" node0 "meta: a diskless node (disk: none) has no metadata"
 
-# Three storage nodes and a diskless one: not supported yet.
+# Three storage nodes and two diskless ones load (issue 18): each node's
+# view of the configuration is accepted (create-md on a storage node
+# reads all of it; every node's start would fail on nothing else).
 write_config "$c"
 cat >>"$c" <<EOT
   - name: node2
@@ -203,8 +205,17 @@ cat >>"$c" <<EOT
     id: 3
     address: 127.0.0.1:$(free_port)
     disk: none
+  - name: client2
+    id: 4
+    address: 127.0.0.1:$(free_port)
+    disk: none
 EOT
-bad diskless-three-storage "$c" node0 "3 storage nodes with a diskless node"
+truncate -s 16M "$tmpdir/node2.img"
+for n in node0 node2; do
+    out=$("$REPLCTL" -c "$c" -n $n create-md --force 2>&1) ||
+        fail "diskless-three-storage: the configuration of 3 storage nodes and 2 diskless ones does not load for $n: $out"
+done
+info "ok: 3 storage nodes with 2 diskless nodes load"
 
 write_config "$c" 's/^protocol: C/&\nread-balancing: prefer-nobody/'
 bad read-balancing-unknown-node "$c" node0 \

@@ -29,6 +29,8 @@
   diskless-tcp the same, the client talking NBD to it over 127.0.0.1
   diskless-nocork  the diskless row with `net: cork: false` (what cork
                does for it; only with BENCH_ROWS)
+  diskless-3   a diskless node replicating to three storage nodes (the
+               3-way replica of LINSTOR's default), unix socket
   diskless-1   the same with read-balancing: prefer-node0, which reads
                from one storage node only: the reference for read
                balancing (read workloads only)
@@ -102,10 +104,10 @@ from common import say, die, median
 
 ROWS = ["raw", "nbd-file", "nbd-wait", "repl-2n", "repl-2n-base",
         "repl-2n-nocork", "repl-3n", "diskless", "diskless-base",
-        "diskless-tcp", "diskless-nocork", "diskless-1", "tgt-file",
-        "tgt-repl"]
+        "diskless-tcp", "diskless-nocork", "diskless-3", "diskless-1",
+        "tgt-file", "tgt-repl"]
 RUN_ROWS = ["raw", "nbd-file", "repl-3n", "diskless", "diskless-tcp",
-            "diskless-1", "repl-2n", "tgt-file", "tgt-repl"]
+            "diskless-3", "diskless-1", "repl-2n", "tgt-file", "tgt-repl"]
 RUN_ROWS_BASE = ["raw", "nbd-file", "repl-3n", "diskless", "diskless-base",
                  "diskless-tcp", "diskless-1", "repl-2n", "repl-2n-base",
                  "tgt-file", "tgt-repl"]
@@ -137,6 +139,7 @@ ROW_DESC = {
                 "a unix socket (as repl-attach)",
     "diskless-tcp": "the same, NBD to the diskless node over TCP (127.0.0.1)",
     "diskless-nocork": "the diskless row with net: cork: false",
+    "diskless-3": "diskless node → 3 storage nodes; NBD to it on a unix socket",
     "diskless-1": "the same, reading from node0 only (read-balancing: prefer-node0)",
     "tgt-file": "tgt on a plain file, iSCSI",
     "tgt-repl": "tgt on nbdfuse of a repl 2-node volume, iSCSI",
@@ -148,7 +151,8 @@ ROW_REF = {"raw": "raw", "nbd-file": "raw", "nbd-wait": "nbd-file",
            "repl-2n": "nbd-file", "repl-2n-nocork": "repl-2n",
            "repl-3n": "nbd-file", "diskless": "nbd-file",
            "diskless-tcp": "diskless", "diskless-nocork": "diskless",
-           "diskless-1": "diskless", "repl-2n-base": "repl-2n",
+           "diskless-1": "diskless", "diskless-3": "diskless",
+           "repl-2n-base": "repl-2n",
            "diskless-base": "diskless", "tgt-file": "nbd-file",
            "tgt-repl": "tgt-file"}
 
@@ -685,6 +689,13 @@ class Table:
 
     def row_diskless_base(self):
         self.with_base(self.diskless_row, "diskless-base", "unix")
+
+    def row_diskless_3(self):
+        """Three storage nodes behind the diskless node (issue 18)."""
+        uri, pids = self.start_repl("d3", 3, dl=True)
+        for w in WORKLOADS:
+            self.rb("diskless-3", w, uri)
+        self.stop(pids, "d3-")
 
     def row_diskless_1(self):
         """The reference for read balancing, reads only."""
