@@ -402,7 +402,7 @@ diskless_handle_fence (struct conn *c, const struct repl_hdr *h)
   struct repl_node *node = p->pr_node;
   bool refused = false;
 
-  src = h->seq < REPL_MAX_NODES ? node_find_peer (node, h->seq) : NULL;
+  src = h->seq <= REPL_MAX_NODE_ID ? node_find_peer (node, h->seq) : NULL;
   if (!node->n_diskless || c->c_peer_diskless || src == NULL ||
       src == p || src->pr_cfg->nc_diskless) {
     conn_fail (c, "protocol error: SYNC_FENCE for sync source %" PRIu64
