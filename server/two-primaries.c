@@ -193,7 +193,9 @@ tp_apply_begin (struct conn *c, const struct repl_hdr *h, struct tp_apply *ta)
 }
 
 /* After the peer write: with ack (it was applied), its ACK is queued
- * before the range goes, and sent before we return. */
+ * before the range goes.  Queued is enough (the queue is FIFO: a write
+ * of ours to the range queued later reaches the peer after it), and the
+ * reader never waits for a send (rx_queue_ack). */
 void
 tp_apply_end (struct conn *c, const struct rx_msg *m, struct tp_apply *ta,
               bool ack)
@@ -203,6 +205,4 @@ tp_apply_end (struct conn *c, const struct rx_msg *m, struct tp_apply *ta,
   if (ack)
     rx_queue_ack (c, m->m_rx, m->m_hdr->seq);
   ilock_release (&node->n_ilock, &ta->ta_range);
-  if (ack)
-    rx_wait_ack_sent (c);
 }
