@@ -161,6 +161,8 @@ extern int tp_apply_begin (struct conn *c, const struct repl_hdr *h,
                            struct tp_apply *ta);
 extern void tp_apply_end (struct conn *c, const struct rx_msg *m,
                           struct tp_apply *ta, bool ack);
+struct repl_node;
+extern uint32_t tp_al_reserve (const struct repl_node *node, bool *enough);
 
 /* ---- metrics.c ------------------------------------------------------ */
 
@@ -1075,6 +1077,8 @@ extern int gen_commit (struct repl_node *node);
 extern int gen_force_primary (struct repl_node *node);
 extern int meta_al_begin (struct repl_node *node, uint64_t offset,
                           uint64_t len);
+extern int meta_al_begin_reserve (struct repl_node *node, uint64_t offset,
+                                  uint64_t len, uint32_t reserve);
 extern void meta_al_end (struct repl_node *node, uint64_t offset,
                          uint64_t len);
 

@@ -31,6 +31,13 @@
  *    reaches the peer after that ACK, which tells the peer that its
  *    write is the older one.
  *
+ *  - The activity log: a peer write takes its extents before its range
+ *    (as a local write does), and our own writes leave room in the log
+ *    for one peer write (tp_al_reserve): what they hold is given back
+ *    only once the peer ACKs them, so a peer write that waited for it
+ *    would stop the reader that would read those ACKs — and the other
+ *    node's reader likewise.
+ *
  * Other held ranges (a resync or verify pass) are waited for as usual.
  * What a peer write waits for never waits for the network, except for a
  * full window (PEER_WINDOW messages unanswered), which the two nodes'
@@ -190,6 +197,22 @@ tp_apply_begin (struct conn *c, const struct repl_hdr *h, struct tp_apply *ta)
                : nparts == 0 ? "ours are newer: none of it applied"
                : "ours are newer: applied where it does not overlap them");
   return 0;
+}
+
+/* The activity-log slots a local write leaves free (al_begin_reserve):
+ * as many as one peer write of the largest size spans at any alignment,
+ * but at most half of the log (*enough false then: a peer write may
+ * still have to wait for room, node.c warns at start). */
+uint32_t
+tp_al_reserve (const struct repl_node *node, bool *enough)
+{
+  uint64_t extent = UINT64_C (1) << node->n_al.al_shift;
+  uint32_t span = (REPL_MAX_PAYLOAD - 1) / extent + 2;
+  uint32_t half = node->n_al.al_nslots / 2;
+
+  if (enough)
+    *enough = span <= half;
+  return span <= half ? span : half;
 }
 
 /* After the peer write: with ack (it was applied), its ACK is queued

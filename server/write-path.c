@@ -166,7 +166,8 @@ replicate (struct repl_node *node, const struct local_op *op,
 }
 
 /* ranged, with allow-two-primaries: the activity log first (no range is
- * held yet), then one range per message. */
+ * held yet), leaving room in it for a peer write, then one range per
+ * message. */
 static int
 ranged_two_primaries (struct repl_node *node, struct local_op *op,
                       uint32_t count, uint64_t offset)
@@ -181,7 +182,10 @@ ranged_two_primaries (struct repl_node *node, struct local_op *op,
   if (atomic_load (&node->n_gen_pending))
     gen_before_write (node);
   atomic_fetch_add (&node->n_requests_in_flight, 1);
-  if (meta_al_begin (node, offset, count) == -1) {
+  /* Room is left in the log for a write of the other Primary
+   * (two-primaries.c). */
+  if (meta_al_begin_reserve (node, offset, count,
+                             tp_al_reserve (node, NULL)) == -1) {
     atomic_fetch_sub (&node->n_requests_in_flight, 1);
     return -1;
   }

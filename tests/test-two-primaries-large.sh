@@ -9,6 +9,10 @@
 # connection, a split brain.  So: every write answered, the connection
 # never dropped (no "disconnecting", no "lost the other Primary" in
 # either log, the same connection up at the end), identical disks.
+# With TWOPRIM_AL_EXTENTS=N (test-two-primaries-large-al.sh) the
+# activity log holds N extents of 1 MiB: local writes wait for room in
+# it, and so do the peer's writes, which must never hold their range
+# while they wait (a local write holding extents waits for that range).
 source "$(dirname "$0")/functions.sh"
 requires jq --version
 requires /usr/bin/python3 -c "import nbd"
@@ -18,6 +22,10 @@ SECS=${TWOPRIM_LARGE_SECS:-12}
 
 make_config 2 C 32M
 sed -i 's/^protocol: C/&\nallow-two-primaries: true/' "$CONFIG"
+if [ -n "${TWOPRIM_AL_EXTENTS:-}" ]; then
+    printf 'metadata:\n  al-extent-size: 1M\n  al-extents: %s\n' \
+        "$TWOPRIM_AL_EXTENTS" >>"$CONFIG"
+fi
 # Small socket buffers: a few requests in flight are far more than they
 # hold.
 sed -i 's/^net:/&\n  sndbuf-size: 64K\n  rcvbuf-size: 64K/' "$CONFIG"
