@@ -46,9 +46,11 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "conflict.h"
 #include "internal.h"
 #include "log.h"
@@ -213,6 +215,34 @@ tp_al_reserve (const struct repl_node *node, bool *enough)
   if (enough)
     *enough = span <= half;
   return span <= half ? span : half;
+}
+
+/* replctl verify, resync, invalidate-remote and resize start an
+ * exchange (a resync, a verify, RESIZE) that only a Secondary takes:
+ * while this node is Primary and the other storage node is Primary
+ * beside it, the other would refuse it, end the connection, and that
+ * is a split brain.  Returns -1 with the reason in err then, else 0. */
+int
+tp_refuse_beside_primary (struct repl_node *node, const char *what,
+                          char *err, size_t errlen)
+{
+  size_t i;
+
+  if (!node->n_cfg.cf_two_primaries || node_role (node) != REPL_ROLE_PRIMARY)
+    return 0;
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+    struct conn *c = peer_conn_locked (p);
+
+    if (c != NULL && c->c_role == REPL_ROLE_PRIMARY) {
+      snprintf (err, errlen, "peer %s is Primary too (allow-two-primaries): "
+                "%s runs only while one of the two is Secondary (replctl "
+                "secondary on one of them first)", p->pr_cfg->nc_name, what);
+      return -1;
+    }
+  }
+  return 0;
 }
 
 /* After the peer write: with ack (it was applied), its ACK is queued

@@ -60,7 +60,9 @@ local_apply (struct repl_node *node, const struct local_op *op,
 
 /* The local disk failed a write the peers may already have applied: the
  * client gets the error, and every peer gets the range back from our
- * disk by resync, so that all replicas hold the same bytes again. */
+ * disk by resync, so that all replicas hold the same bytes again.  (With
+ * allow-two-primaries that resync waits while the peer is Primary:
+ * resync.c.  The connection stays: losing it would be a split brain.) */
 static void
 mark_failed_local (struct repl_node *node, uint32_t count, uint64_t offset)
 {
