@@ -163,6 +163,7 @@ extern void tp_apply_end (struct conn *c, const struct rx_msg *m,
                           struct tp_apply *ta, bool ack);
 struct repl_node;
 extern uint32_t tp_al_reserve (const struct repl_node *node, bool *enough);
+extern void tp_wait_lost (struct repl_node *node);
 extern int tp_refuse_beside_primary (struct repl_node *node, const char *what,
                                      char *err, size_t errlen);
 

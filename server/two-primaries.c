@@ -217,6 +217,25 @@ tp_al_reserve (const struct repl_node *node, bool *enough)
   return span <= half ? span : half;
 }
 
+/* A write of ours that missed the other node (its connection failed
+ * before the write was queued or answered): it is answered only once
+ * that connection is torn down.  The peer thread starts the new
+ * generation of two primaries apart before that (peer.c), so the write
+ * is never answered in the generation the two shared. */
+void
+tp_wait_lost (struct repl_node *node)
+{
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+
+    while (p->pr_state == CONN_DISCONNECTING && !p->pr_stopping)
+      pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+  }
+}
+
 /* replctl verify, resync, invalidate-remote and resize start an
  * exchange (a resync, a verify, RESIZE) that only a Secondary takes:
  * while this node is Primary and the other storage node is Primary

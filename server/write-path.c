@@ -164,6 +164,8 @@ replicate (struct repl_node *node, const struct local_op *op,
     errno = saved_errno;
     return -1;
   }
+  if (lost && tp != NULL)
+    tp_wait_lost (node);
   return role_complete_write (node, lost);
 }
 
