@@ -127,6 +127,8 @@ struct ilock_range {
   bool ir_local_done;           /* ... it is on our disk (il_lock) */
   bool ir_queued;               /* ... its message is queued to the
                                    peer, or will not be sent (il_lock) */
+  bool ir_failed;               /* ... its local write failed: nothing
+                                   of it is sent (il_lock) */
 };
 
 struct interval_lock {
@@ -145,7 +147,7 @@ extern void ilock_acquire_local (struct interval_lock *il,
                                  struct ilock_range *r, uint64_t offset,
                                  uint64_t len, struct peer_ticket *t);
 extern void ilock_mark (struct interval_lock *il, struct ilock_range *r,
-                        bool local_done, bool queued);
+                        bool local_done, bool queued, bool failed);
 
 /* two-primaries.c */
 #define TP_MAX_CONFLICTS 64     /* local writes one peer write may

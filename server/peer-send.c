@@ -415,7 +415,7 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
     /* Two primaries: the other's writes to the range may go on now
      * (before we send, which may wait for the peer to read). */
     if (t->pt_range != NULL)
-      ilock_mark (&p->pr_node->n_ilock, t->pt_range, false, true);
+      ilock_mark (&p->pr_node->n_ilock, t->pt_range, false, true, false);
   }
   if (hold_for_answer (c, type, count, on_send, t))
     append_locked (c, om);      /* the next ACK sends it (handle_ack) */

@@ -71,12 +71,15 @@ overlaps (const struct ilock_range *r, uint64_t start, uint64_t end)
   return start < r->ir_end && r->ir_start < end;
 }
 
-/* Look at the held ranges that [start, end) overlaps: 1 if a range
- * that is not a client write is held there (wait for it), or too many
- * are; else collect what the rule drops and return 0.  pr_lock and
- * il_lock held. */
+/* Look at the held ranges that [start, end) overlaps, but self (our
+ * own range once held) and local writes that failed (nothing of them
+ * is sent, and the peer write goes over whatever our disk holds there,
+ * as it does on the peer): 1 if a range that is not a client write is
+ * held there (wait for it), or too many are; else collect what the
+ * rule drops and return 0.  pr_lock and il_lock held. */
 static int
-classify_locked (struct repl_node *node, struct conn *c, uint64_t start,
+classify_locked (struct repl_node *node, struct conn *c,
+                 const struct ilock_range *self, uint64_t start,
                  uint64_t end, struct conflict_range *drop, size_t *ndrop,
                  unsigned *nconflicts)
 {
@@ -86,7 +89,8 @@ classify_locked (struct repl_node *node, struct conn *c, uint64_t start,
 
   *nconflicts = 0;
   for (r = node->n_ilock.il_held; r; r = r->ir_next) {
-    if (!overlaps (r, start, end))
+    if (r == self || !overlaps (r, start, end) ||
+        (r->ir_local && r->ir_failed))
       continue;
     if (!r->ir_local || n == TP_MAX_CONFLICTS)
       return 1;
@@ -151,7 +155,8 @@ tp_apply_begin (struct conn *c, const struct repl_hdr *h, struct tp_apply *ta)
 
     pthread_mutex_lock (&p->pr_lock);
     pthread_mutex_lock (&il->il_lock);
-    busy = classify_locked (node, c, start, end, drop, &ndrop, &nconflicts);
+    busy = classify_locked (node, c, NULL, start, end, drop, &ndrop,
+                            &nconflicts);
     if (!busy) {
       ta->ta_range.ir_start = start;
       ta->ta_range.ir_end = end;
@@ -175,6 +180,19 @@ tp_apply_begin (struct conn *c, const struct repl_hdr *h, struct tp_apply *ta)
     il->il_waiters--;
   }
   pthread_mutex_unlock (&il->il_lock);
+  /* Decided once they are settled: a local write whose disk write
+   * failed meanwhile is not kept over the peer's (the higher id would
+   * drop the peer's bytes and ACK them, while the peer keeps them).
+   * The facts are those of the first look: no client write to the
+   * range started since (ours is held), nothing else can come, and
+   * the ACKs we have handled are the same (we are the reader). */
+  pthread_mutex_lock (&p->pr_lock);
+  pthread_mutex_lock (&il->il_lock);
+  if (classify_locked (node, c, &ta->ta_range, start, end, drop, &ndrop,
+                       &nconflicts) != 0)
+    abort ();                   /* cannot happen: see above */
+  pthread_mutex_unlock (&il->il_lock);
+  pthread_mutex_unlock (&p->pr_lock);
 
   nparts = conflict_pieces (start, end, drop, ndrop, parts,
                             TP_MAX_CONFLICTS + 1);

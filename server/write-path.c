@@ -117,7 +117,7 @@ replicate (struct repl_node *node, const struct local_op *op,
     ilock_acquire_local (&node->n_ilock, tp, offset, count, &tickets[0]);
     r = local_apply (node, op, count, offset);
     saved_errno = errno;
-    ilock_mark (&node->n_ilock, tp, true, r == -1);
+    ilock_mark (&node->n_ilock, tp, true, r == -1, r == -1);
     if (r == -1) {              /* nothing sent; the peers get the range
                                    from our disk (mark_failed_local) */
       waiter_destroy (&w);
@@ -133,7 +133,7 @@ replicate (struct repl_node *node, const struct local_op *op,
                      &msgs[i], &tickets[i]) == 0) {
       lost = true;              /* away: the range is in its bitmap */
       if (tp != NULL)
-        ilock_mark (&node->n_ilock, tp, false, true);  /* not sent */
+        ilock_mark (&node->n_ilock, tp, false, true, false); /* not sent */
     }
   }
   if (tp == NULL) {
