@@ -343,6 +343,13 @@ int
 al_begin (struct activity_log *al, uint64_t offset, uint64_t len,
           uint64_t *need_seq)
 {
+  return al_begin_reserve (al, offset, len, 0, need_seq);
+}
+
+int
+al_begin_reserve (struct activity_log *al, uint64_t offset, uint64_t len,
+                  uint32_t reserve, uint64_t *need_seq)
+{
   uint32_t first, last, e, s, nnew = 0, nidle_in_range = 0;
   uint64_t need = 0;
 
@@ -357,7 +364,7 @@ al_begin (struct activity_log *al, uint64_t offset, uint64_t len,
   }
   first = offset >> al->al_shift;
   last = (offset + len - 1) >> al->al_shift;
-  if (last - first >= al->al_nslots) {
+  if (reserve >= al->al_nslots || last - first >= al->al_nslots - reserve) {
     errno = E2BIG;
     return -1;
   }
@@ -372,7 +379,7 @@ al_begin (struct activity_log *al, uint64_t offset, uint64_t len,
     else if (al->al_slots[s].as_refs == 0)
       nidle_in_range++;
   }
-  if (nnew > al->al_nidle - nidle_in_range)
+  if (nnew + reserve > al->al_nidle - nidle_in_range)
     return AL_BUSY;
 
   for (e = first; e <= last; ++e) {

@@ -158,6 +158,15 @@ extern void al_extent_range (const struct activity_log *al, uint32_t e,
 extern int al_begin (struct activity_log *al, uint64_t offset, uint64_t len,
                      uint64_t *need_seq);
 
+/* The same, leaving at least reserve slots without references for
+ * others (AL_BUSY until that many stay, E2BIG if the range spans more
+ * than the slots minus reserve): allow-two-primaries keeps room for the
+ * other Primary's writes, which must never wait for room that only our
+ * own writes in flight can give back (two-primaries.c). */
+extern int al_begin_reserve (struct activity_log *al, uint64_t offset,
+                             uint64_t len, uint32_t reserve,
+                             uint64_t *need_seq);
+
 /* Drop the references al_begin took for the same range (whether or not
  * the write succeeded).  Returns true if some extent became idle, so
  * that a writer waiting after AL_BUSY may retry. */

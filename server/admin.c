@@ -219,6 +219,9 @@ engine_invalidate_remote (struct repl_node *node, const char *name,
               "on the Primary (only it resyncs its secondaries)");
     return -1;
   }
+  if (tp_refuse_beside_primary (node, "invalidate-remote", err,
+                                errlen) == -1)
+    return -1;
   pthread_mutex_lock (&p->pr_lock);
   bitmap_set_all (&p->pr_bitmap);
   connected = peer_conn_locked (p) != NULL;

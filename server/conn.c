@@ -32,6 +32,7 @@ struct conn *
 conn_new (struct peer *p, struct stream *st, const struct repl_hello *hello)
 {
   struct conn *c = calloc (1, sizeof *c);
+  size_t i;
 
   if (c == NULL || (c->c_ring = calloc (PEER_WINDOW,
                                         sizeof *c->c_ring)) == NULL) {
@@ -49,6 +50,8 @@ conn_new (struct peer *p, struct stream *st, const struct repl_hello *hello)
   c->c_expect_seq = 1;
   c->c_decision = -1;
   c->c_ack_msg.om_done = true;
+  for (i = 0; i < RX_ACK_SLOTS; i++)
+    c->c_acks[i].om_done = true;
   c->c_away_msg.om_done = true;
   c->c_goodbye_msg.om_done = true;
   return c;

@@ -39,10 +39,13 @@ forward_may_feed_us (struct conn *c)
   if (node->n_diskless)
     return false;
   /* allow-two-primaries: the other Primary's writes too
-   * (two-primaries.c orders them with ours). */
+   * (two-primaries.c orders them with ours), even before its STATE says
+   * it is Primary: a node that was just promoted tells us so once it is
+   * (role_changed), and a client may write on it meanwhile.  A storage
+   * peer that is not Primary sends no writes (no diskless nodes with
+   * allow-two-primaries). */
   if (node_role (node) == REPL_ROLE_PRIMARY)
-    return node->n_cfg.cf_two_primaries && c->c_role == REPL_ROLE_PRIMARY &&
-           !c->c_peer_diskless;
+    return node->n_cfg.cf_two_primaries && !c->c_peer_diskless;
   if (c->c_role == REPL_ROLE_PRIMARY)
     return true;
   return !c->c_peer_diskless && node_primary_is_diskless_or_none (node);

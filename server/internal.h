@@ -127,6 +127,8 @@ struct ilock_range {
   bool ir_local_done;           /* ... it is on our disk (il_lock) */
   bool ir_queued;               /* ... its message is queued to the
                                    peer, or will not be sent (il_lock) */
+  bool ir_failed;               /* ... its local write failed: nothing
+                                   of it is sent (il_lock) */
 };
 
 struct interval_lock {
@@ -145,7 +147,7 @@ extern void ilock_acquire_local (struct interval_lock *il,
                                  struct ilock_range *r, uint64_t offset,
                                  uint64_t len, struct peer_ticket *t);
 extern void ilock_mark (struct interval_lock *il, struct ilock_range *r,
-                        bool local_done, bool queued);
+                        bool local_done, bool queued, bool failed);
 
 /* two-primaries.c */
 #define TP_MAX_CONFLICTS 64     /* local writes one peer write may
@@ -161,6 +163,11 @@ extern int tp_apply_begin (struct conn *c, const struct repl_hdr *h,
                            struct tp_apply *ta);
 extern void tp_apply_end (struct conn *c, const struct rx_msg *m,
                           struct tp_apply *ta, bool ack);
+struct repl_node;
+extern uint32_t tp_al_reserve (const struct repl_node *node, bool *enough);
+extern void tp_wait_lost (struct repl_node *node);
+extern int tp_refuse_beside_primary (struct repl_node *node, const char *what,
+                                     char *err, size_t errlen);
 
 /* ---- metrics.c ------------------------------------------------------ */
 
@@ -210,6 +217,8 @@ struct out_msg {
   struct waiter *om_on_send;    /* completed once sent or dropped
                                    (protocol A writes) */
   bool om_done;                 /* sent or dropped; no longer referenced */
+  bool om_heap;                 /* malloc'd: freed once done (an ACK of
+                                   the reader's, peer-receive.c) */
 };
 
 /* A set of short-lived threads, every one joined (thread-set.c). */
@@ -254,6 +263,10 @@ struct inflight {
 };
 
 struct rx;
+
+/* ACKs of peer writes a connection's reader may have queued and not yet
+ * sent before it allocates more (allow-two-primaries, rx_queue_ack). */
+#define RX_ACK_SLOTS 64
 
 /* A handshake in progress (listener.c). */
 struct hs_slot {
@@ -337,6 +350,13 @@ struct conn {
                                    for quorum (role.c) */
   struct out_msg c_ack_msg;     /* the receiver's ACK or NACK: its memory
                                    outlives the receiver's frame */
+  /* allow-two-primaries: the reader's ACKs of peer writes, queued one by
+   * one and never waited for (rx_queue_ack): used in turn, or malloc'd
+   * when the next is still queued.  pr_lock. */
+  struct out_msg c_acks[RX_ACK_SLOTS];
+  unsigned c_ack_next;          /* the slot to use next, modulo */
+  struct out_msg *c_ack_tail;   /* the last ACK queued, while no sender
+                                   has taken it yet, or NULL */
   struct out_msg c_goodbye_msg; /* sent once when we shut down */
   bool c_peer_goodbye;          /* the peer said it is shutting down */
 
@@ -596,6 +616,8 @@ extern void out_msg_init (struct out_msg *om, enum repl_msg_type type,
 extern void conn_queue_locked (struct conn *c, struct out_msg *om);
 extern void conn_flush_locked (struct conn *c);
 extern void conn_flush_from_reader_locked (struct conn *c);
+extern void conn_queue_from_reader_locked (struct conn *c,
+                                           struct out_msg *om);
 extern void *peer_flush_thread (void *arg);
 extern int peer_submit (struct peer *p, enum repl_msg_type type,
                         uint16_t flags, const void *payload, uint32_t count,
@@ -641,7 +663,6 @@ struct rx_msg {
 };
 extern void conn_receive_loop (struct conn *c);
 extern void rx_queue_ack (struct conn *c, struct rx *rx, uint64_t seq);
-extern void rx_wait_ack_sent (struct conn *c);
 extern void ticket_wait_own_ack (struct peer_ticket *t);
 
 /* secondary.c: each returns 0, -1 (the connection failed) or -2 (the
@@ -1114,6 +1135,8 @@ extern int gen_commit (struct repl_node *node);
 extern int gen_force_primary (struct repl_node *node);
 extern int meta_al_begin (struct repl_node *node, uint64_t offset,
                           uint64_t len);
+extern int meta_al_begin_reserve (struct repl_node *node, uint64_t offset,
+                                  uint64_t len, uint32_t reserve);
 extern void meta_al_end (struct repl_node *node, uint64_t offset,
                          uint64_t len);
 

@@ -51,7 +51,7 @@ acquire (struct interval_lock *il, struct ilock_range *r, uint64_t offset,
   r->ir_end = offset + (len > 0 ? len : 1);   /* a flush-like 0 still orders */
   r->ir_local = local;
   r->ir_ticket = t;
-  r->ir_local_done = r->ir_queued = false;
+  r->ir_local_done = r->ir_queued = r->ir_failed = false;
 
   pthread_mutex_lock (&il->il_lock);
   while (overlaps_held (il, r->ir_start, r->ir_end)) {
@@ -85,18 +85,21 @@ ilock_acquire_local (struct interval_lock *il, struct ilock_range *r,
 }
 
 /* A held client write is on our disk (local_done) or its message is
- * queued to the other Primary, or will not be sent (queued): a peer
+ * queued to the other Primary, or will not be sent (queued), or its
+ * local write failed and nothing of it goes anywhere (failed): a peer
  * write waiting for it may look again (tp_apply_begin).  Called under
  * the peer's pr_lock by the sender (peer-send.c), or with no lock. */
 void
 ilock_mark (struct interval_lock *il, struct ilock_range *r, bool local_done,
-            bool queued)
+            bool queued, bool failed)
 {
   pthread_mutex_lock (&il->il_lock);
   if (local_done)
     r->ir_local_done = true;
   if (queued)
     r->ir_queued = true;
+  if (failed)
+    r->ir_failed = true;
   if (il->il_waiters > 0)
     pthread_cond_broadcast (&il->il_cond);
   pthread_mutex_unlock (&il->il_lock);

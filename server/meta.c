@@ -591,13 +591,23 @@ write_txn (struct repl_node *node)
 int
 meta_al_begin (struct repl_node *node, uint64_t offset, uint64_t len)
 {
+  return meta_al_begin_reserve (node, offset, len, 0);
+}
+
+/* The same, leaving reserve slots of the log to others
+ * (al_begin_reserve). */
+int
+meta_al_begin_reserve (struct repl_node *node, uint64_t offset, uint64_t len,
+                       uint32_t reserve)
+{
   uint64_t need;
   int r;
 
   if (!node->n_cfg.cf_al_updates)
     return 0;
   pthread_mutex_lock (&node->n_al_lock);
-  while ((r = al_begin (&node->n_al, offset, len, &need)) == AL_BUSY)
+  while ((r = al_begin_reserve (&node->n_al, offset, len, reserve,
+                                &need)) == AL_BUSY)
     pthread_cond_wait (&node->n_al_cond, &node->n_al_lock);
   if (r == AL_NEED_TXN) {
     atomic_fetch_add (&node->n_al_waits, 1);

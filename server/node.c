@@ -347,6 +347,25 @@ engine_start (struct repl_node *node)
                  "%s can join it as a node and read or overwrite its data "
                  "(set secret or secret-file in %s)", node->n_cfg.cf_resource,
                  node->n_self->nc_address, node->n_cfg.cf_path);
+  if (node->n_cfg.cf_two_primaries && node->n_cfg.cf_al_updates &&
+      !node->n_diskless) {
+    bool enough;
+    uint32_t reserve = tp_al_reserve (node, &enough);
+
+    if (!enough)
+      log_warning ("allow-two-primaries: the activity log has %" PRIu32
+                   " extents of %u KiB; a write of the other Primary may "
+                   "need %" PRIu32 " and only %" PRIu32 " are kept for it: "
+                   "with both nodes writing at once the two may stop each "
+                   "other until net: timeout (raise al-extents to at least "
+                   "%" PRIu32 ")", node->n_al.al_nslots,
+                   (1u << node->n_al.al_shift) >> 10,
+                   (uint32_t) ((REPL_MAX_PAYLOAD - 1) /
+                               (UINT64_C (1) << node->n_al.al_shift) + 2),
+                   reserve,
+                   2 * (uint32_t) ((REPL_MAX_PAYLOAD - 1) /
+                                   (UINT64_C (1) << node->n_al.al_shift) + 2));
+  }
   log_info ("resource %s: node %s (id %u) started as %s, disk %s (%" PRIu64
             " bytes), %zu peer(s), protocol %c",
             node->n_cfg.cf_resource, node->n_self->nc_name,

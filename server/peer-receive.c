@@ -67,32 +67,46 @@ send_ack (struct conn *c, enum repl_msg_type type,
 }
 
 /* allow-two-primaries: the ACK of the peer write seq, queued at once
- * (two-primaries.c: before the write's range is let go).  The reader's
- * c_ack_msg is free: every ACK before it was waited for. */
+ * (two-primaries.c: before the write's range is let go; the queue is
+ * FIFO, so a write of ours queued later reaches the peer after it) and
+ * never waited for: both nodes' readers may be handling peer writes
+ * while each one's sends wait for the other to read (peer-send.c,
+ * conn_flush_from_reader_locked).  If the last message queued is an
+ * ACK of ours that no sender has taken yet, it says seq now (ACKs are
+ * cumulative, and nothing was queued after it); else the next of
+ * c_acks, or one malloc'd while that one is still queued. */
 void
 rx_queue_ack (struct conn *c, struct rx *rx, uint64_t seq)
 {
   struct peer *p = c->c_peer;
+  struct out_msg *om;
+  bool heap = false;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
 
-  pthread_mutex_lock (&p->pr_lock);
-  if (!c->c_failed) {
-    out_msg_init (&c->c_ack_msg, REPL_MSG_ACK, 0, 0, seq, 0, NULL, 0);
-    conn_queue_locked (c, &c->c_ack_msg);
+  if (c->c_failed)
+    return;
+  om = c->c_ack_tail;
+  if (om != NULL && c->c_qtail == &om->om_next) {
+    heap = om->om_heap;
+    out_msg_init (om, REPL_MSG_ACK, 0, 0, seq, 0, NULL, 0);
+    om->om_heap = heap;
     rx->rx_acked = seq;
+    return;
   }
-  pthread_mutex_unlock (&p->pr_lock);
-}
-
-/* ... and wait until it has left. */
-void
-rx_wait_ack_sent (struct conn *c)
-{
-  struct peer *p = c->c_peer;
-
-  pthread_mutex_lock (&p->pr_lock);
-  while (!c->c_ack_msg.om_done && !c->c_failed)
-    pthread_cond_wait (&p->pr_cond, &p->pr_lock);
-  pthread_mutex_unlock (&p->pr_lock);
+  om = &c->c_acks[c->c_ack_next % RX_ACK_SLOTS];
+  if (om->om_done)
+    c->c_ack_next++;
+  else if ((om = malloc (sizeof *om)) != NULL)
+    heap = true;
+  else {
+    conn_fail_locked (c, "malloc: %m");
+    return;
+  }
+  out_msg_init (om, REPL_MSG_ACK, 0, 0, seq, 0, NULL, 0);
+  om->om_heap = heap;
+  c->c_ack_tail = om;
+  rx->rx_acked = seq;
+  conn_queue_from_reader_locked (c, om);
 }
 
 /* After an ACK: wake the writers it completes, then send the writes
@@ -445,7 +459,11 @@ handle_batch (struct conn *c, struct rx *rx,
     atomic_fetch_add_explicit (&p->pr_bytes_received, nbytes,
                                memory_order_relaxed);
   }
-  if (received > rx->rx_acked)  /* (two primaries: ACKed one by one) */
+  /* (Two primaries: ACKed one by one, and a FLUSH here, never waiting
+   * for the send.) */
+  if (received > rx->rx_acked && p->pr_node->n_cfg.cf_two_primaries)
+    rx_queue_ack (c, rx, received);
+  else if (received > rx->rx_acked)
     send_ack (c, REPL_MSG_ACK, received, 0);
   return pos;
 }

@@ -14,6 +14,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -49,6 +50,7 @@ out_msg_init (struct out_msg *om, enum repl_msg_type type, uint16_t flags,
   }
   om->om_on_send = NULL;
   om->om_done = false;
+  om->om_heap = false;
 }
 
 /* Mark a message finished with: nobody references its memory any more.
@@ -59,6 +61,10 @@ om_finish (struct out_msg *om)
 {
   struct waiter *w = om->om_on_send;
 
+  if (om->om_heap) {            /* nobody waits for it */
+    free (om);
+    return;
+  }
   om->om_done = true;
   if (w)
     waiter_complete (w);
@@ -108,6 +114,8 @@ send_batches (struct conn *c, unsigned max_batches)
       struct out_msg *m = c->c_qhead;
       c->c_qhead = m->om_next;
       c->c_qlen--;
+      if (m == c->c_ack_tail)   /* taken: rx_queue_ack leaves it be */
+        c->c_ack_tail = NULL;
       if (m->om_seq > c->c_sent_seq)
         c->c_sent_seq = m->om_seq;
       batch[n++] = m;
@@ -211,6 +219,16 @@ conn_flush_from_reader_locked (struct conn *c)
     }
     send_batches (c, 1);
   }
+}
+
+/* The reader queues om: sent now only where that cannot block, else by
+ * whoever sends or the flush thread.  pr_lock held. */
+void
+conn_queue_from_reader_locked (struct conn *c, struct out_msg *om)
+{
+  ASSERT_LOCKED (&c->c_peer->pr_lock);
+  append_locked (c, om);
+  conn_flush_from_reader_locked (c);
 }
 
 /* The flush thread of a peer: sends what a reader handed over. */
@@ -397,7 +415,7 @@ submit_locked (struct peer *p, enum repl_msg_type type, uint16_t flags,
     /* Two primaries: the other's writes to the range may go on now
      * (before we send, which may wait for the peer to read). */
     if (t->pt_range != NULL)
-      ilock_mark (&p->pr_node->n_ilock, t->pt_range, false, true);
+      ilock_mark (&p->pr_node->n_ilock, t->pt_range, false, true, false);
   }
   if (hold_for_answer (c, type, count, on_send, t))
     append_locked (c, om);      /* the next ACK sends it (handle_ack) */
@@ -479,6 +497,7 @@ conn_teardown_locked (struct conn *c)
   }
   c->c_qtail = &c->c_qhead;
   c->c_qlen = 0;
+  c->c_ack_tail = NULL;
 
   window_fail_all_locked (c);
   pthread_cond_broadcast (&p->pr_cond);

@@ -616,12 +616,8 @@ sync_on_lost (struct conn *c, bool fence)
   /* No Primary to follow now: are the others ahead of us? */
   if (was_primary && !node->n_diskless)
     sync_check_newer_peers (node, p);
-  /* Two primaries apart: a split brain from now on (generation.c),
-   * even after a GOODBYE (the peer may have answered writes it could
-   * not send us any more). */
-  if (was_primary && node->n_cfg.cf_two_primaries &&
-      node_role (node) == REPL_ROLE_PRIMARY)
-    gen_two_primaries_lost (node);
+  /* (Two primaries apart: the peer thread started the new generation
+   * before the teardown, peer.c.) */
   if (fence) {
     handler_run_then (node, REPL_HANDLER_FENCE_PEER, p, role_fence_done);
     atomic_store (&node->n_gen_pending, true);

@@ -674,7 +674,7 @@ peer_thread (void *arg)
 
   while ((c = establish (p)) != NULL) {
     struct stream *st = c->c_stream;
-    bool primary, fence;
+    bool primary, fence, tp_lost;
 
     /* A send that makes no progress for `timeout` fails, so a stalled
      * peer can never block a sender for ever. */
@@ -719,6 +719,20 @@ peer_thread (void *arg)
     /* fencing: writes wait for the fence-peer handler, counted before
      * the teardown releases the writers that waited for this peer. */
     fence = role_fence_begin (node, c);
+    /* Two primaries apart: a split brain from now on (generation.c),
+     * even after a GOODBYE (the peer may have answered writes it could
+     * not send us any more).  The new generation is on our disk before
+     * the teardown releases any writer that waited for this peer (and
+     * the writers that found the connection failed wait for the
+     * teardown: tp_wait_lost), so that no write is answered without the
+     * peer in the old one: after a crash the two would meet as a
+     * resync. */
+    pthread_mutex_lock (&p->pr_lock);
+    tp_lost = primary && node->n_cfg.cf_two_primaries &&
+              c->c_role == REPL_ROLE_PRIMARY;
+    pthread_mutex_unlock (&p->pr_lock);
+    if (tp_lost)
+      gen_two_primaries_lost (node);
     pthread_mutex_lock (&p->pr_lock);
     /* The receive loop only returns after conn_fail. */
     disconnected_locked (p, c, primary);

@@ -519,7 +519,8 @@ engine_resize (struct repl_node *node, bool assume_clean, uint64_t want,
   size_t i, n = 0, nresync = 0;
   int r = -1;
 
-  if (resize_capacity (node, &cap, out, outlen) == -1)
+  if (resize_capacity (node, &cap, out, outlen) == -1 ||
+      tp_refuse_beside_primary (node, "resize", out, outlen) == -1)
     return -1;
   pthread_mutex_lock (&node->n_lock);
   role = node->n_role;

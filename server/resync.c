@@ -446,12 +446,19 @@ resync_thread (void *arg)
     /* Not before sync_on_connect has taken the decision on the new
      * connection (c_decided): a kick meanwhile (forward_handle_away)
      * would start a resync the peer has not agreed to, bypassing the
-     * bitmap exchange and the sync fence. */
+     * bitmap exchange and the sync fence.  allow-two-primaries: a
+     * Primary takes no resync and no verify (it would end the
+     * connection: a split brain while we are Primary too); what is
+     * marked for it waits until it is Secondary (role_handle_state
+     * wakes us), or for the next connection.  (Diskless nodes and two
+     * primaries do not go together: no fence then.) */
     while (!p->pr_stopping &&
            !(p->pr_state == CONN_CONNECTED && p->pr_conn->c_decided &&
              (p->pr_conn->c_fence_wanted ||
               ((p->pr_resync_wanted || p->pr_verify_wanted) &&
-               p->pr_repl != REPL_WF_BITMAP_S))))
+               p->pr_repl != REPL_WF_BITMAP_S &&
+               !(p->pr_node->n_cfg.cf_two_primaries &&
+                 p->pr_conn->c_role == REPL_ROLE_PRIMARY)))))
       pthread_cond_wait (&p->pr_resync_cond, &p->pr_lock);
     if (p->pr_stopping) {
       pthread_mutex_unlock (&p->pr_lock);

@@ -694,6 +694,9 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
     events_connection (p, "role:%s", role_name (h->offset));
   demoted = c->c_role == REPL_ROLE_PRIMARY && h->offset != REPL_ROLE_PRIMARY;
   c->c_role = h->offset;
+  /* allow-two-primaries: a resync or verify held back while it was
+   * Primary may start (resync.c). */
+  pthread_cond_signal (&p->pr_resync_cond);
   peer_set_disk_locked (p, true, h->seq);
   if (p->pr_pause_peer != ((h->flags & REPL_FLAG_SYNC_PAUSED) != 0)) {
     p->pr_pause_peer = (h->flags & REPL_FLAG_SYNC_PAUSED) != 0;

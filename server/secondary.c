@@ -168,25 +168,30 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
 
   if (check_digest (c, h, payload) == -1)
     return -1;
-  /* Two primaries: ordered with our own writes (two-primaries.c). */
-  if (two && tp_apply_begin (c, h, &ta) == -1)
-    return -1;
-  if (forwarding && data)
-    ilock_acquire (&node->n_ilock, &range, h->offset, h->count);
-  if (data && meta_al_begin (node, h->offset, h->count) == -1) {
-    if (forwarding)
-      ilock_release (&node->n_ilock, &range);
-    if (two)
-      tp_apply_end (c, m, &ta, false);
-    return -2;
-  }
+  /* Two primaries: ordered with our own writes (two-primaries.c).  The
+   * activity log first, as a local write takes it (write-path.c): a
+   * local write that holds extents may wait for the range we take, so
+   * we never wait for extents while we hold it. */
   if (two) {
+    if (meta_al_begin (node, h->offset, h->count) == -1)
+      return -2;
+    if (tp_apply_begin (c, h, &ta) == -1) {
+      meta_al_end (node, h->offset, h->count);
+      return -1;
+    }
     r = apply_parts (node, h, payload, &ta);
     meta_al_end (node, h->offset, h->count);
     if (r == 0 && (h->flags & REPL_FLAG_FUA) && volume_flush (vol) == -1)
       r = -2;
     tp_apply_end (c, m, &ta, r == 0);
     return r;
+  }
+  if (forwarding && data)
+    ilock_acquire (&node->n_ilock, &range, h->offset, h->count);
+  if (data && meta_al_begin (node, h->offset, h->count) == -1) {
+    if (forwarding)
+      ilock_release (&node->n_ilock, &range);
+    return -2;
   }
   switch (h->type) {
   case REPL_MSG_WRITE:

@@ -31,6 +31,13 @@
  *    reaches the peer after that ACK, which tells the peer that its
  *    write is the older one.
  *
+ *  - The activity log: a peer write takes its extents before its range
+ *    (as a local write does), and our own writes leave room in the log
+ *    for one peer write (tp_al_reserve): what they hold is given back
+ *    only once the peer ACKs them, so a peer write that waited for it
+ *    would stop the reader that would read those ACKs — and the other
+ *    node's reader likewise.
+ *
  * Other held ranges (a resync or verify pass) are waited for as usual.
  * What a peer write waits for never waits for the network, except for a
  * full window (PEER_WINDOW messages unanswered), which the two nodes'
@@ -39,9 +46,11 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "conflict.h"
 #include "internal.h"
 #include "log.h"
@@ -62,12 +71,15 @@ overlaps (const struct ilock_range *r, uint64_t start, uint64_t end)
   return start < r->ir_end && r->ir_start < end;
 }
 
-/* Look at the held ranges that [start, end) overlaps: 1 if a range
- * that is not a client write is held there (wait for it), or too many
- * are; else collect what the rule drops and return 0.  pr_lock and
- * il_lock held. */
+/* Look at the held ranges that [start, end) overlaps, but self (our
+ * own range once held) and local writes that failed (nothing of them
+ * is sent, and the peer write goes over whatever our disk holds there,
+ * as it does on the peer): 1 if a range that is not a client write is
+ * held there (wait for it), or too many are; else collect what the
+ * rule drops and return 0.  pr_lock and il_lock held. */
 static int
-classify_locked (struct repl_node *node, struct conn *c, uint64_t start,
+classify_locked (struct repl_node *node, struct conn *c,
+                 const struct ilock_range *self, uint64_t start,
                  uint64_t end, struct conflict_range *drop, size_t *ndrop,
                  unsigned *nconflicts)
 {
@@ -77,7 +89,8 @@ classify_locked (struct repl_node *node, struct conn *c, uint64_t start,
 
   *nconflicts = 0;
   for (r = node->n_ilock.il_held; r; r = r->ir_next) {
-    if (!overlaps (r, start, end))
+    if (r == self || !overlaps (r, start, end) ||
+        (r->ir_local && r->ir_failed))
       continue;
     if (!r->ir_local || n == TP_MAX_CONFLICTS)
       return 1;
@@ -142,7 +155,8 @@ tp_apply_begin (struct conn *c, const struct repl_hdr *h, struct tp_apply *ta)
 
     pthread_mutex_lock (&p->pr_lock);
     pthread_mutex_lock (&il->il_lock);
-    busy = classify_locked (node, c, start, end, drop, &ndrop, &nconflicts);
+    busy = classify_locked (node, c, NULL, start, end, drop, &ndrop,
+                            &nconflicts);
     if (!busy) {
       ta->ta_range.ir_start = start;
       ta->ta_range.ir_end = end;
@@ -166,6 +180,19 @@ tp_apply_begin (struct conn *c, const struct repl_hdr *h, struct tp_apply *ta)
     il->il_waiters--;
   }
   pthread_mutex_unlock (&il->il_lock);
+  /* Decided once they are settled: a local write whose disk write
+   * failed meanwhile is not kept over the peer's (the higher id would
+   * drop the peer's bytes and ACK them, while the peer keeps them).
+   * The facts are those of the first look: no client write to the
+   * range started since (ours is held), nothing else can come, and
+   * the ACKs we have handled are the same (we are the reader). */
+  pthread_mutex_lock (&p->pr_lock);
+  pthread_mutex_lock (&il->il_lock);
+  if (classify_locked (node, c, &ta->ta_range, start, end, drop, &ndrop,
+                       &nconflicts) != 0)
+    abort ();                   /* cannot happen: see above */
+  pthread_mutex_unlock (&il->il_lock);
+  pthread_mutex_unlock (&p->pr_lock);
 
   nparts = conflict_pieces (start, end, drop, ndrop, parts,
                             TP_MAX_CONFLICTS + 1);
@@ -192,8 +219,73 @@ tp_apply_begin (struct conn *c, const struct repl_hdr *h, struct tp_apply *ta)
   return 0;
 }
 
+/* The activity-log slots a local write leaves free (al_begin_reserve):
+ * as many as one peer write of the largest size spans at any alignment,
+ * but at most half of the log (*enough false then: a peer write may
+ * still have to wait for room, node.c warns at start). */
+uint32_t
+tp_al_reserve (const struct repl_node *node, bool *enough)
+{
+  uint64_t extent = UINT64_C (1) << node->n_al.al_shift;
+  uint32_t span = (REPL_MAX_PAYLOAD - 1) / extent + 2;
+  uint32_t half = node->n_al.al_nslots / 2;
+
+  if (enough)
+    *enough = span <= half;
+  return span <= half ? span : half;
+}
+
+/* A write of ours that missed the other node (its connection failed
+ * before the write was queued or answered): it is answered only once
+ * that connection is torn down.  The peer thread starts the new
+ * generation of two primaries apart before that (peer.c), so the write
+ * is never answered in the generation the two shared. */
+void
+tp_wait_lost (struct repl_node *node)
+{
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+
+    while (p->pr_state == CONN_DISCONNECTING && !p->pr_stopping)
+      pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+  }
+}
+
+/* replctl verify, resync, invalidate-remote and resize start an
+ * exchange (a resync, a verify, RESIZE) that only a Secondary takes:
+ * while this node is Primary and the other storage node is Primary
+ * beside it, the other would refuse it, end the connection, and that
+ * is a split brain.  Returns -1 with the reason in err then, else 0. */
+int
+tp_refuse_beside_primary (struct repl_node *node, const char *what,
+                          char *err, size_t errlen)
+{
+  size_t i;
+
+  if (!node->n_cfg.cf_two_primaries || node_role (node) != REPL_ROLE_PRIMARY)
+    return 0;
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *p = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+    struct conn *c = peer_conn_locked (p);
+
+    if (c != NULL && c->c_role == REPL_ROLE_PRIMARY) {
+      snprintf (err, errlen, "peer %s is Primary too (allow-two-primaries): "
+                "%s runs only while one of the two is Secondary (replctl "
+                "secondary on one of them first)", p->pr_cfg->nc_name, what);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* After the peer write: with ack (it was applied), its ACK is queued
- * before the range goes, and sent before we return. */
+ * before the range goes.  Queued is enough (the queue is FIFO: a write
+ * of ours to the range queued later reaches the peer after it), and the
+ * reader never waits for a send (rx_queue_ack). */
 void
 tp_apply_end (struct conn *c, const struct rx_msg *m, struct tp_apply *ta,
               bool ack)
@@ -203,6 +295,4 @@ tp_apply_end (struct conn *c, const struct rx_msg *m, struct tp_apply *ta,
   if (ack)
     rx_queue_ack (c, m->m_rx, m->m_hdr->seq);
   ilock_release (&node->n_ilock, &ta->ta_range);
-  if (ack)
-    rx_wait_ack_sent (c);
 }

@@ -371,6 +371,8 @@ kick_connected_peers (struct repl_node *node, bool verify,
     snprintf (err, errlen, "%s runs on the primary", what);
     return -1;
   }
+  if (tp_refuse_beside_primary (node, what, err, errlen) == -1)
+    return -1;
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *p = PEERS (node)->pl_peers[i];
 

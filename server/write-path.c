@@ -60,7 +60,9 @@ local_apply (struct repl_node *node, const struct local_op *op,
 
 /* The local disk failed a write the peers may already have applied: the
  * client gets the error, and every peer gets the range back from our
- * disk by resync, so that all replicas hold the same bytes again. */
+ * disk by resync, so that all replicas hold the same bytes again.  (With
+ * allow-two-primaries that resync waits while the peer is Primary:
+ * resync.c.  The connection stays: losing it would be a split brain.) */
 static void
 mark_failed_local (struct repl_node *node, uint32_t count, uint64_t offset)
 {
@@ -118,7 +120,7 @@ replicate (struct repl_node *node, const struct local_op *op,
     ilock_acquire_local (&node->n_ilock, tp, offset, count, &tickets[0]);
     r = local_apply (node, op, count, offset);
     saved_errno = errno;
-    ilock_mark (&node->n_ilock, tp, true, r == -1);
+    ilock_mark (&node->n_ilock, tp, true, r == -1, r == -1);
     if (r == -1) {              /* nothing sent; the peers get the range
                                    from our disk (mark_failed_local) */
       waiter_destroy (&w);
@@ -134,7 +136,7 @@ replicate (struct repl_node *node, const struct local_op *op,
                      &msgs[i], &tickets[i]) == 0) {
       lost = true;              /* away: the range is in its bitmap */
       if (tp != NULL)
-        ilock_mark (&node->n_ilock, tp, false, true);  /* not sent */
+        ilock_mark (&node->n_ilock, tp, false, true, false); /* not sent */
     }
   }
   if (tp == NULL) {
@@ -168,6 +170,8 @@ replicate (struct repl_node *node, const struct local_op *op,
     errno = saved_errno;
     return -1;
   }
+  if (lost && tp != NULL)
+    tp_wait_lost (node);
   return role_complete_write (node, lost);
 }
 
@@ -184,7 +188,8 @@ check_write (struct repl_node *node)
 }
 
 /* ranged, with allow-two-primaries: the activity log first (no range is
- * held yet), then one range per message. */
+ * held yet), leaving room in it for a peer write, then one range per
+ * message. */
 static int
 ranged_two_primaries (struct repl_node *node, struct local_op *op,
                       uint32_t count, uint64_t offset)
@@ -199,7 +204,10 @@ ranged_two_primaries (struct repl_node *node, struct local_op *op,
   if (atomic_load (&node->n_gen_pending))
     gen_before_write (node);
   atomic_fetch_add (&node->n_requests_in_flight, 1);
-  if (meta_al_begin (node, offset, count) == -1) {
+  /* Room is left in the log for a write of the other Primary
+   * (two-primaries.c). */
+  if (meta_al_begin_reserve (node, offset, count,
+                             tp_al_reserve (node, NULL)) == -1) {
     atomic_fetch_sub (&node->n_requests_in_flight, 1);
     return -1;
   }

@@ -7,6 +7,7 @@
 #   twoprim.py check DISK BLOCKS LOG...
 #   twoprim.py tamper DISK BLOCKS LOG...
 #   twoprim.py now [SECONDS]
+#   twoprim.py big URI SEED AREA DEADLINE
 #
 # write: WRITER (1..255) writes 4096-byte blocks at random block numbers
 # in [0, BLOCKS) of the export, 16 requests in flight (never two to one
@@ -39,6 +40,11 @@
 # tamper: the checker's self-test: put back, in DISK, an older write of
 # the writer whose write a block holds (the first block where there is
 # one); check must then fail.
+#
+# big: large writes, 1 to 4 MiB each at random 4 KiB-aligned offsets in
+# the first AREA MiB of the export, 4 requests in flight, until
+# DEADLINE (as for write); the data is random (from SEED).  Prints the
+# number of writes answered; any failed write ends the run with status 1.
 
 import json
 import random
@@ -113,6 +119,44 @@ def write(uri, writer, blocks, deadline, firstseq, maxwrites, log):
             print(f"writer {writer}: {m}", file=sys.stderr)
         return 1
     print(f"writer {writer}: {len(done)} writes answered")
+    return 0
+
+
+def big(uri, seed, area, deadline):
+    import nbd
+
+    h = nbd.NBD()
+    h.connect_uri(uri)
+    rng = random.Random(seed)
+    area_blocks = area * 1024 * 1024 // BLOCK
+    inflight = {}               # cookie -> buffer
+    done = 0
+    failed = []
+    while True:
+        while len(inflight) < 4 and time.monotonic() < deadline and not failed:
+            nblocks = rng.randrange(256, 1025)      # 1 to 4 MiB
+            start = rng.randrange(area_blocks - nblocks + 1)
+            buf = nbd.Buffer.from_bytearray(
+                bytearray(rng.randbytes(nblocks * BLOCK)))
+            cookie = h.aio_pwrite(buf, start * BLOCK)
+            inflight[cookie] = buf
+        if not inflight:
+            break
+        h.poll(-1)
+        for cookie in list(inflight):
+            try:
+                if not h.aio_command_completed(cookie):
+                    continue
+                done += 1
+            except nbd.Error as e:
+                failed.append(str(e))
+            del inflight[cookie]
+    h.shutdown()
+    if failed:
+        print(f"seed {seed}: {len(failed)} write(s) failed: {failed[0]}",
+              file=sys.stderr)
+        return 1
+    print(f"seed {seed}: {done} large writes answered")
     return 0
 
 
@@ -204,6 +248,8 @@ def main(argv):
     if len(argv) == 9 and argv[1] == "write":
         return write(argv[2], int(argv[3]), int(argv[4]), float(argv[5]),
                      int(argv[6]), int(argv[7]), argv[8])
+    if len(argv) == 6 and argv[1] == "big":
+        return big(argv[2], int(argv[3]), int(argv[4]), float(argv[5]))
     if len(argv) >= 5 and argv[1] == "check":
         return check(argv[2], int(argv[3]), argv[4:])
     if len(argv) >= 5 and argv[1] == "tamper":
