@@ -658,6 +658,7 @@ extern void sync_on_lost (struct conn *c, bool fence);
 extern void sync_check_newer_peers (struct repl_node *node,
                                     struct peer *except);
 extern void sync_send_uuids (struct peer *p);
+extern int sync_send_uuids_on (struct conn *c);
 extern bool sync_claim_source (struct peer *p, bool preempt);
 extern int sync_follow_primary (struct conn *c);
 extern int node_outdate (struct repl_node *node);
