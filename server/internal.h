@@ -740,6 +740,7 @@ extern bool pace_wait (struct conn *c, struct pace *pc, uint64_t len);
 extern int diskless_check_hello (struct repl_node *node, struct conn *c,
                                  char *err, size_t errlen);
 extern void diskless_peer_uuids (struct repl_node *node, struct conn *c);
+extern void diskless_peer_state (struct repl_node *node, struct conn *c);
 extern int diskless_ranged (struct repl_node *node, enum repl_msg_type type,
                             const void *buf, uint32_t count, uint64_t offset,
                             uint16_t flags);
