@@ -170,13 +170,40 @@ newer (const struct gen_uuids *a, uint64_t b)
   return a->gu_history[0] == b || a->gu_history[1] == b;
 }
 
-/* A storage node connected to us, a diskless node, on c, or told us
- * its UUIDs (pr_lock not held): learn the size, take its generation if
- * it is the newest we know (a node we had counted as current but that
- * is older is then no target any more), and say whether it holds the
- * current generation. */
+/* A storage node connected to us, a diskless node, on c, told us its
+ * UUIDs, or its disk state (role_handle_state; pr_lock not held):
+ * learn the size, take its generation if it is the newest we know (a
+ * node we had counted as current but that is older is then no target
+ * any more), and say whether it holds the current generation.
+ *
+ * Only an UpToDate node's generation, and only one grown out of ours
+ * (ours in its history): a generation of ours may hold writes we
+ * acknowledged, and a node that does not know it (in its parent, or
+ * unrelated) may lack them; reading from it would return data older
+ * than what we acknowledged.  We then serve no I/O until a node of our
+ * generation, or of one grown from it, is back (or the storage nodes
+ * are resynced from one). */
+static void peer_generation (struct repl_node *node, struct conn *c,
+                             bool uuids);
+
 void
 diskless_peer_uuids (struct repl_node *node, struct conn *c)
+{
+  peer_generation (node, c, true);
+}
+
+/* The same when a storage node's STATE came: it may have become
+ * UpToDate after the UUIDS that named its generation.  A STATE is no
+ * word that a resync of it ended (its UUIDS is): a node that left our
+ * targets for one stays out. */
+void
+diskless_peer_state (struct repl_node *node, struct conn *c)
+{
+  peer_generation (node, c, false);
+}
+
+static void
+peer_generation (struct repl_node *node, struct conn *c, bool uuids)
 {
   struct peer *p = c->c_peer;
   struct gen_uuids u;
@@ -225,7 +252,7 @@ diskless_peer_uuids (struct repl_node *node, struct conn *c)
   c->c_dl_in_gen = c->c_peer_uuids.gu_current == current;
   /* A node that left our targets for a resync (SYNC_FENCE) reports its
    * UUIDS when that ends: it may be a target again. */
-  if (c->c_dl_leaving && !c->c_dl_fence_pending) {
+  if (uuids && c->c_dl_leaving && !c->c_dl_fence_pending) {
     c->c_dl_leaving = false;
     log_info ("peer %s: back among our targets (%s our generation)",
               p->pr_cfg->nc_name, c->c_dl_in_gen ? "in" : "not in");

@@ -679,6 +679,7 @@ extern void sync_on_lost (struct conn *c, bool fence);
 extern void sync_check_newer_peers (struct repl_node *node,
                                     struct peer *except);
 extern void sync_send_uuids (struct peer *p);
+extern int sync_send_uuids_on (struct conn *c);
 extern bool sync_claim_source (struct peer *p, bool preempt);
 extern int sync_follow_primary (struct conn *c);
 extern int node_outdate (struct repl_node *node);
@@ -760,6 +761,7 @@ extern bool pace_wait (struct conn *c, struct pace *pc, uint64_t len);
 extern int diskless_check_hello (struct repl_node *node, struct conn *c,
                                  char *err, size_t errlen);
 extern void diskless_peer_uuids (struct repl_node *node, struct conn *c);
+extern void diskless_peer_state (struct repl_node *node, struct conn *c);
 extern int diskless_ranged (struct repl_node *node, enum repl_msg_type type,
                             const void *buf, uint32_t count, uint64_t offset,
                             uint16_t flags);

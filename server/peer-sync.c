@@ -60,24 +60,35 @@ send_bitmap (struct conn *c)
   return conn_send_wait (c, &om);
 }
 
-/* Tell a connected peer our generation UUIDs (after they changed). */
-void
-sync_send_uuids (struct peer *p)
+/* Tell the peer of connection c our generation UUIDs as they are now
+ * (our view of it).  Queued behind whatever c has queued already, and
+ * ahead of what is queued after: the peer reads them in that order.
+ * Returns 0 if sent, -1 if the connection failed. */
+int
+sync_send_uuids_on (struct conn *c)
 {
-  struct repl_node *node = p->pr_node;
+  struct peer *p = c->c_peer;
   uint8_t buf[REPL_UUIDS_SIZE];
   struct gen_uuids u;
   struct repl_uuids w;
   struct out_msg om;
+
+  gen_view (p->pr_node, p, &u);
+  gen_to_wire (&u, &w);
+  wire_encode_uuids (&w, buf);
+  out_msg_init (&om, REPL_MSG_UUIDS, 0, 0, 0, 0, buf, sizeof buf);
+  return conn_send_wait (c, &om);
+}
+
+/* Tell a connected peer our generation UUIDs (after they changed). */
+void
+sync_send_uuids (struct peer *p)
+{
   struct conn *c;
 
   if ((c = peer_conn_get (p)) == NULL)
     return;
-  gen_view (node, p, &u);
-  gen_to_wire (&u, &w);
-  wire_encode_uuids (&w, buf);
-  out_msg_init (&om, REPL_MSG_UUIDS, 0, 0, 0, 0, buf, sizeof buf);
-  conn_send_wait (c, &om);
+  sync_send_uuids_on (c);
   conn_put (c);
 }
 
@@ -713,6 +724,14 @@ check_newer_peer (struct peer *q)
   pthread_mutex_unlock (&q->pr_lock);
   if (!storage)
     return 0;
+  /* Only an UpToDate disk becomes Outdated (node_outdate); a resync
+   * target hears its source's UUIDs before RESYNC_DONE (resync.c) while
+   * it is not Consistent, which is no news. */
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+    if (node->n_disk != REPL_DISK_UPTODATE)
+      return 0;
+  }
   gen_view (node, q, &ours);
   /* With diskless nodes, a generation grown out of ours only: in the
    * same one, a bitmap UUID the peer told us before its resync of us

@@ -386,7 +386,17 @@ resync (struct conn *c, struct resync_slot *slots)
   p->pr_csum_same = 0;
   if (p->pr_node->n_cfg.cf_csums && total > 0 && verify_csum_begin (p) == -1)
     log_error ("peer %s: csums: out of memory; sending every chunk", name);
-  if (send_control (c, REPL_MSG_RESYNC_START, total) == -1)
+  /* The target takes our generation from the UUIDs it last heard on
+   * this connection: a fresh one at RESYNC_START, every one at
+   * RESYNC_DONE (uuid_resync_finished_target).  Its hello's, or a
+   * later UUIDS's, may be older than ours now: this resync may have
+   * been started on a connection up for long (a resize's new area,
+   * a diskless primary's AWAY that the worker tells the peers of
+   * later).  With a stale tuple the target would stay in, or go back
+   * to, a generation before ours, and be taken for that generation's
+   * copy.  So ours go, on this connection, just before each. */
+  if (sync_send_uuids_on (c) == -1 ||
+      send_control (c, REPL_MSG_RESYNC_START, total) == -1)
     goto out;
 
   for (;;) {
@@ -403,7 +413,8 @@ resync (struct conn *c, struct resync_slot *slots)
       break;
   }
 
-  if (send_control (c, REPL_MSG_RESYNC_DONE, 0) == -1)
+  if (sync_send_uuids_on (c) == -1 ||
+      send_control (c, REPL_MSG_RESYNC_DONE, 0) == -1)
     goto out;
   events_progress (p, total, total);
   gen_resync_finished_source (p->pr_node, p);

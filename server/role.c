@@ -726,5 +726,11 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
    * for it). */
   if (demoted && c->c_peer_diskless)
     sync_check_newer_peers (node, p);
+  /* A diskless node takes a storage node's generation, and counts it as
+   * a target, only while it is UpToDate: its UUIDS (at the end of a
+   * resync) comes before the STATE that says so. */
+  if (node->n_diskless && !c->c_peer_diskless &&
+      h->seq == REPL_DISK_UPTODATE)
+    diskless_peer_state (node, c);
   return 0;
 }

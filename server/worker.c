@@ -28,6 +28,9 @@
  */
 #include <config.h>
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "cleanup.h"
 #include "internal.h"
 #include "log.h"
@@ -38,6 +41,24 @@ worker_post (struct repl_node *node, unsigned work)
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
   node->n_work |= work;
   pthread_cond_signal (&node->n_work_cond);
+}
+
+/* Test hook (tests/test-resync-target-generation.sh): NBDREPL_TEST_
+ * WORKER_UUIDS_DELAY_MS=N makes the worker wait N ms before it tells
+ * the peers our UUIDs, as a loaded machine may: a resync started at the
+ * same moment then ends before the UUIDS of the generation it resyncs. */
+static void
+uuids_delay (void)
+{
+  static long long ms = -1;
+  const char *s;
+
+  if (__atomic_load_n (&ms, __ATOMIC_RELAXED) == -1) {
+    s = getenv ("NBDREPL_TEST_WORKER_UUIDS_DELAY_MS");
+    __atomic_store_n (&ms, s != NULL ? atoll (s) : 0, __ATOMIC_RELAXED);
+  }
+  if (ms > 0)
+    usleep (ms * 1000);
 }
 
 void *
@@ -61,6 +82,8 @@ worker_thread (void *arg)
     PEERS_PIN_FOR_CURRENT_SCOPE (node);
     if ((work & WORK_GEN_COMMIT) && gen_commit (node) == 1)
       work |= WORK_UUIDS;
+    if (work & WORK_UUIDS)
+      uuids_delay ();
     if (work & WORK_UUIDS)
       for (i = 0; i < PEERS (node)->pl_n; i++)
         sync_send_uuids (PEERS (node)->pl_peers[i]);
