@@ -584,14 +584,8 @@ static void
 targets_delay (void)
 {
   static long long ms = -1;
-  const char *s;
 
-  if (__atomic_load_n (&ms, __ATOMIC_RELAXED) == -1) {
-    s = getenv ("NBDREPL_TEST_DISKLESS_TARGETS_DELAY_MS");
-    __atomic_store_n (&ms, s != NULL ? atoll (s) : 0, __ATOMIC_RELAXED);
-  }
-  if (ms > 0)
-    usleep (ms * 1000);
+  test_hook_sleep ("NBDREPL_TEST_DISKLESS_TARGETS_DELAY_MS", &ms);
 }
 
 /* The first write with a node away starts a new generation: *fresh

@@ -1190,4 +1190,7 @@ extern char *control_status (struct repl_node *node, bool json);
 extern int control_listen (const char *path, const char *group,
                            const char *where);
 
+/* node.c */
+extern void test_hook_sleep (const char *env, long long *ms);
+
 #endif /* NBDREPL_INTERNAL_H */

@@ -554,3 +554,21 @@ engine_check_client (struct repl_node *node)
   errno = EROFS;
   return -1;
 }
+
+/* A test hook: if the environment variable env holds a positive number
+ * of milliseconds, sleep that long (the tests use it to widen a race
+ * window).  *ms caches the value (-1: not read yet). */
+void
+test_hook_sleep (const char *env, long long *ms)
+{
+  long long v = __atomic_load_n (ms, __ATOMIC_RELAXED);
+
+  if (v == -1) {
+    const char *s = getenv (env);
+
+    v = s != NULL ? atoll (s) : 0;
+    __atomic_store_n (ms, v, __ATOMIC_RELAXED);
+  }
+  if (v > 0)
+    usleep (v * 1000);
+}

@@ -60,6 +60,20 @@ send_bitmap (struct conn *c)
   return conn_send_wait (c, &om);
 }
 
+/* Sync target: WFBitMapT (unless the connection failed meanwhile),
+ * then our bitmap (a failure ends the connection: reported there). */
+static void
+bitmap_to_source (struct conn *c)
+{
+  struct peer *p = c->c_peer;
+
+  pthread_mutex_lock (&p->pr_lock);
+  if (!c->c_failed)
+    peer_set_repl_locked (p, REPL_WF_BITMAP_T);
+  pthread_mutex_unlock (&p->pr_lock);
+  send_bitmap (c);
+}
+
 /* Tell the peer of connection c our generation UUIDs as they are now
  * (our view of it).  Queued behind whatever c has queued already, and
  * ahead of what is queued after: the peer reads them in that order.
@@ -422,11 +436,7 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
         pthread_mutex_unlock (&p->pr_lock);
         return;
       }
-      pthread_mutex_lock (&p->pr_lock);
-      if (!c->c_failed)
-        peer_set_repl_locked (p, REPL_WF_BITMAP_T);
-      pthread_mutex_unlock (&p->pr_lock);
-      send_bitmap (c);
+      bitmap_to_source (c);
     }
   }
 }
@@ -439,18 +449,12 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
 void
 sync_fence_then_bitmap (struct conn *c)
 {
-  struct peer *p = c->c_peer;
-
   if (forward_fence (c) == -1) {
     conn_fail (c, "the diskless nodes did not stop writing to this "
                "node directly; reconnecting");
     return;
   }
-  pthread_mutex_lock (&p->pr_lock);
-  if (!c->c_failed)
-    peer_set_repl_locked (p, REPL_WF_BITMAP_T);
-  pthread_mutex_unlock (&p->pr_lock);
-  send_bitmap (c);
+  bitmap_to_source (c);
 }
 
 /* p is about to resync this node (we send it our bitmap, or it sent

@@ -51,14 +51,8 @@ static void
 uuids_delay (void)
 {
   static long long ms = -1;
-  const char *s;
 
-  if (__atomic_load_n (&ms, __ATOMIC_RELAXED) == -1) {
-    s = getenv ("NBDREPL_TEST_WORKER_UUIDS_DELAY_MS");
-    __atomic_store_n (&ms, s != NULL ? atoll (s) : 0, __ATOMIC_RELAXED);
-  }
-  if (ms > 0)
-    usleep (ms * 1000);
+  test_hook_sleep ("NBDREPL_TEST_WORKER_UUIDS_DELAY_MS", &ms);
 }
 
 void *
