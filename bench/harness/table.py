@@ -51,7 +51,8 @@
   replbench point it checks, as a cross-check of replbench.
 
   Each row starts its servers, measures every workload and stops them;
-  the rows run in the same order in every repetition, so that the
+  the rows run in the same order in every repetition (a row and its
+  -base row trade places in every other one), so that the
   references (raw, nbd-file, tgt-file, diskless) and the rows quoted
   against them alternate through the run, and every ratio is against a
   reference measured in the same run (medians of its repetitions).
@@ -735,8 +736,20 @@ class Table:
         self.procs.stop([fpid])
         self.stop(r2_pids, "tr-")
 
+    def rows_this_rep(self):
+        """The rows in this repetition's order: a row and its -base row
+        right after it trade places in every other repetition, so that
+        neither build always runs first (a bias of the position, of
+        what ran before, falls on both)."""
+        rows = list(self.s["run_rows"])
+        if self.rep % 2 == 0:
+            for i in range(len(rows) - 1):
+                if rows[i + 1] == rows[i] + "-base":
+                    rows[i], rows[i + 1] = rows[i + 1], rows[i]
+        return rows
+
     def run_table(self):
-        for r in self.s["run_rows"]:
+        for r in self.rows_this_rep():
             getattr(self, "row_" + r.replace("-", "_"))()
         how = ("`scripts/bench --table-vm` measures LIO against the diskless transport "
                "and nbdrepl on /dev/nbd0, all in one guest kernel under TCG.")
@@ -898,7 +911,8 @@ class Table:
             "/proc/PID/stat around the point.  With 2 CPUs for everything, IOPS is about 2 s "
             "/ (client + servers + kernel work on no one's account).")
         add("- rows run one after another (each target started, measured on all workloads, "
-            "stopped), in the same order in every repetition, so a noisy period of the "
+            "stopped), in the same order in every repetition (but a row and its -base row, "
+            "which trade places in every other one), so a noisy period of the "
             "shared machine hits whichever row ran then; the repetitions spread that over time")
         add(f"- every command: {self.out}/commands.txt; every point: "
             f"{self.out}/points.tsv")
