@@ -80,8 +80,10 @@ the rows to run, e.g. "tgt-file diskless"; the default is all of them
 but the optional ones; the targets need their rows), BENCH_BASE=DIR
 (--table: another build of the tree, e.g. an earlier commit checked out
 with `git worktree add` and built with scripts/build; adds the rows
-repl-2n-base and diskless-base, run with its plugin right after repl-2n
-and diskless, and a comparison of the two builds), BENCH_PERF=1
+repl-2n-base and diskless-base, run with its plugin beside repl-2n and
+diskless: both builds' servers up at once, each workload on one and
+then on the other, which first alternating by repetition; and a
+comparison of the two builds), BENCH_PERF=1
 (--table: one extra diskless 4k randwrite QD16 point under `perf record
 -g` of the diskless nbdkit; report in bench/out/DATE-COMMIT/perf-diskless.txt),
 BENCH_PREBUILT (no install-deps, no build: scripts/bench), BENCH_OUTDIR
@@ -622,14 +624,51 @@ class Table:
             self.cork = "true"
 
     def with_base(self, fn, *args):
-        """Run a row with BENCH_BASE's plugin and replctl."""
+        """Run a row (or start its servers) with BENCH_BASE's plugin and
+        replctl; returns what fn returns."""
         plugin, replctl = self.plugin, self.replctl
         self.plugin = os.path.join(self.tmpdir, "base", "nbdkit-repl-plugin.so")
         self.replctl = os.path.join(self.tmpdir, "base", "replctl")
         try:
-            fn(*args)
+            return fn(*args)
         finally:
             self.plugin, self.replctl = plugin, replctl
+
+    # The rows that have a -base row: the resource name and diskless?
+    PAIRED = {"repl-2n": ("r2", False), "diskless": ("dl", True)}
+
+    def start_paired(self, row):
+        """Start the servers of repl-2n, diskless or their -base rows
+        (the base ones under another resource name, so that both can run
+        at once).  Returns (uri, pids, name)."""
+        base = row.endswith("-base")
+        name, dl = self.PAIRED[row[:-5] if base else row]
+        if base:
+            name += "b"
+        start = lambda: self.start_repl(name, 2, dl=dl)
+        uri, pids = self.with_base(start) if base else start()
+        return uri, pids, name
+
+    def run_pair(self, first, second):
+        """A row and its -base row with both builds' servers up at once:
+        each workload runs on one, then at once on the other, so that the
+        two points of a comparison are seconds apart, not a whole row
+        (on this shared machine the speed moves by half from one minute
+        to the next)."""
+        up = [(first, *self.start_paired(first)),
+              (second, *self.start_paired(second))]
+        for w in WORKLOADS:
+            for row, uri, pids, _ in up:
+                self.servers = list(pids)
+                self.rb(row, w, uri)
+                if row == "diskless" and w in CROSS_CHECK:
+                    self.fio_point(row, w, "client", "nbd", uri=uri)
+        for row, uri, pids, _ in up:
+            if row == "diskless" and self.s["perf"]:
+                self.servers = list(pids)
+                self.perf(uri, pids[-1])
+        for _, _, pids, name in up:
+            self.stop(pids, name + "-")
 
     def row_repl_2n_base(self):
         self.with_base(self.row_repl_2n, "repl-2n-base")
@@ -749,8 +788,16 @@ class Table:
         return rows
 
     def run_table(self):
-        for r in self.rows_this_rep():
+        rows, i = self.rows_this_rep(), 0
+        while i < len(rows):
+            r = rows[i]
+            nxt = rows[i + 1] if i + 1 < len(rows) else None
+            if nxt is not None and (nxt == r + "-base" or r == nxt + "-base"):
+                self.run_pair(r, nxt)
+                i += 2
+                continue
             getattr(self, "row_" + r.replace("-", "_"))()
+            i += 1
         how = ("`scripts/bench --table-vm` measures LIO against the diskless transport "
                "and nbdrepl on /dev/nbd0, all in one guest kernel under TCG.")
         if os.path.isdir("/sys/kernel/config/target") and shutil.which("targetcli"):
@@ -878,8 +925,9 @@ class Table:
             r2 = lambda x: None if x is None else round(x, 2)
             add("### This build against the base build\n")
             add(f"The base build (BENCH_BASE={s['base']}, git {self.base_head}) ran the rows "
-                "repl-2n-base and diskless-base right after repl-2n and diskless in every "
-                "repetition, against the same references.\n")
+                "repl-2n-base and diskless-base beside repl-2n and diskless: both builds' "
+                "servers up at once, each workload on one and then at once on the other "
+                "(which first alternates by repetition), against the same references.\n")
             add("| ratio | this build | base build | this / base |")
             add("|---|---:|---:|---:|")
             add(f"| repl-2n / nbd-file, 4k randwrite QD16 IOPS | {rx(t3)}× | {rx(b3)}× | {c.fratio(r2(t3), r2(b3))} |")
