@@ -45,8 +45,8 @@
  * through a reconnect, so through the fence (and reconnects too after
  * a mark made while its connection to the node was in its handshake,
  * once its HELLO_STATE had announced none: sync_on_connect).  One
- * source per target at a time (sync_claim_source: the first to claim;
- * others wait and decide again when it ends).  T reports UUIDS at the end of its
+ * source per target at a time (sync_claim_source: a Primary, else the
+ * lowest node id; others wait and decide again when it ends).  T reports UUIDS at the end of its
  * resync (it took S's generation, forward_handle_away makes sure S
  * told it) and is a target again once in our generation.
  *

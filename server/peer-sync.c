@@ -457,33 +457,88 @@ sync_fence_then_bitmap (struct conn *c)
   bitmap_to_source (c);
 }
 
-/* p is about to resync this node (we send it our bitmap, or it sent
- * RESYNC_START): only one peer at a time may.  With preempt (p is the
- * primary) it takes over from a secondary that was resyncing us, whose
- * connection is dropped.  Returns false if another peer resyncs us. */
+/* Does a sync source (primary?, id) rank before another?  A Primary
+ * first, then the lower node id: with several peers able to resync this
+ * node, the one that does is the same whatever the order they connect
+ * in. */
+static bool
+source_ranks_before (bool primary, int id, bool other_primary, int other_id)
+{
+  if (primary != other_primary)
+    return primary;
+  return id < other_id;
+}
+
+/* How long a new sync source waits for the one it replaced to stop. */
+#define HANDOVER_WAIT_NS (UINT64_C (30) * 1000000000)
+
+/* p (a Primary if primary) is about to resync this node (we send it our
+ * bitmap, or it sent RESYNC_START): only one peer at a time may.  A peer
+ * that ranks before the one resyncing us (source_ranks_before) takes
+ * over: the other's connection is dropped (on its return it waits for
+ * ours to end), and p goes on only once that connection's receive
+ * thread has stopped, so that a chunk from it still being written
+ * cannot land after p's data or a write p forwards.  Returns false if
+ * another peer resyncs us (or the old one did not stop in time: then
+ * p's connection is dropped too, to decide again). */
 bool
-sync_claim_source (struct peer *p, bool preempt)
+sync_claim_source (struct peer *p, bool primary)
 {
   struct repl_node *node = p->pr_node;
   int id = p->pr_cfg->nc_id, old;
+  bool take, stopped;
   struct peer *q;
+  struct timespec ts;
 
   pthread_mutex_lock (&node->n_lock);
   old = node->n_sync_source_id;
-  if (old == -1 || old == id || preempt)
+  take = old == -1 || old == id ||
+    source_ranks_before (primary, id, node->n_sync_source_primary, old);
+  if (take) {
     node->n_sync_source_id = id;
+    node->n_sync_source_primary = primary;
+    if (old != -1 && old != id)
+      node->n_sync_handover_id = old;
+  }
   pthread_mutex_unlock (&node->n_lock);
+  if (!take)
+    return false;
   if (old == -1 || old == id)
     return true;
-  if (!preempt)
-    return false;
+
   q = node_find_peer (node, old);
   if (q != NULL) {
     pthread_mutex_lock (&q->pr_lock);
-    peer_fail_current_locked (q, "the primary %s resyncs this node "
-                              "instead; reconnecting", p->pr_cfg->nc_name);
+    peer_fail_current_locked (q, "%s %s resyncs this node instead "
+                              "(it ranks before: %s); reconnecting",
+                              primary ? "the primary" : "the peer",
+                              p->pr_cfg->nc_name,
+                              primary ? "a Primary" : "lower node id");
     pthread_mutex_unlock (&q->pr_lock);
   }
+
+  ts = deadline_after_ns (HANDOVER_WAIT_NS);
+  pthread_mutex_lock (&node->n_lock);
+  if (q == NULL)                /* removed: its threads are gone */
+    node->n_sync_handover_id = -1;
+  while (node->n_sync_handover_id == old && !node->n_stopping &&
+         pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts) == 0)
+    ;
+  stopped = node->n_sync_handover_id != old;
+  if (!stopped) {
+    node->n_sync_handover_id = -1;
+    if (node->n_sync_source_id == id)
+      node->n_sync_source_id = -1;
+  }
+  pthread_mutex_unlock (&node->n_lock);
+  if (!stopped) {
+    pthread_mutex_lock (&p->pr_lock);
+    peer_fail_current_locked (p, "the peer that resynced this node "
+                              "before did not stop; reconnecting");
+    pthread_mutex_unlock (&p->pr_lock);
+    return false;
+  }
+  log_info ("peer %s: takes over the resync of this node", p->pr_cfg->nc_name);
   return true;
 }
 
@@ -501,6 +556,10 @@ sync_release_source (struct peer *p, const char *why)
   if (node->n_sync_source_id == (int) p->pr_cfg->nc_id) {
     node->n_sync_source_id = -1;
     was = true;
+  }
+  if (node->n_sync_handover_id == (int) p->pr_cfg->nc_id) {
+    node->n_sync_handover_id = -1;      /* its successor goes on */
+    pthread_cond_broadcast (&node->n_cond);
   }
   pthread_mutex_unlock (&node->n_lock);
   if (!was)

@@ -15,6 +15,9 @@
  *                        from the <N> prefix
  *   syslog               once nbdkit has forked into the background and
  *                        pointed stderr at /dev/null
+ *   log-file=PATH        appended to PATH as to stderr, whatever nbdkit
+ *                        does with its own messages (opened once, at
+ *                        configuration, before nbdkit forks)
  *
  * Debug lines go through nbdkit_debug (only with nbdkit -v).
  *
@@ -29,6 +32,7 @@
 #include <config.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -46,7 +50,26 @@
 #include "log.h"
 #include "repl-log.h"
 
-enum repl_log_dest { DEST_STDERR, DEST_JOURNAL, DEST_SYSLOG };
+enum repl_log_dest { DEST_STDERR, DEST_JOURNAL, DEST_SYSLOG, DEST_FILE };
+
+/* log-file=: its descriptor, or -1.  Set once at configuration (one
+ * thread), read by every thread after. */
+static int log_file_fd = -1;
+
+int
+repl_log_open_file (const char *path)
+{
+  int fd = open (path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+
+  if (fd == -1) {
+    nbdkit_error ("log-file=%s: %m", path);
+    return -1;
+  }
+  if (log_file_fd != -1)
+    close (log_file_fd);
+  log_file_fd = fd;
+  return 0;
+}
 
 /* Is stderr /dev/null (nbdkit has daemonised)? */
 static bool
@@ -81,6 +104,8 @@ stderr_is_journal (void)
 static enum repl_log_dest
 log_dest (void)
 {
+  if (log_file_fd != -1)
+    return DEST_FILE;
   if (stderr_is_null ())
     return DEST_SYSLOG;
   if (stderr_is_journal ())
@@ -116,6 +141,7 @@ repl_log_sink (enum log_level level, const char *msg)
                     label, msg);
     goto write_line;
   case DEST_STDERR:
+  case DEST_FILE:
     clock_gettime (CLOCK_REALTIME, &ts);
     if (localtime_r (&ts.tv_sec, &tm) != NULL) {
       strftime (stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
@@ -132,7 +158,8 @@ repl_log_sink (enum log_level level, const char *msg)
       line[len - 1] = '\n';
     }
     /* One write, so that lines of several threads never interleave. */
-    if (write (STDERR_FILENO, line, len) == -1) {
+    if (write (log_file_fd != -1 ? log_file_fd : STDERR_FILENO,
+               line, len) == -1) {
       /* Nowhere else to say it. */
     }
     break;

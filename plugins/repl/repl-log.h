@@ -10,6 +10,12 @@
  * syslog, as nbdkit's own messages go. */
 extern void repl_log_sink (enum log_level level, const char *msg);
 
+/* log-file=PATH: the plugin's lines go to PATH (appended, with a
+ * timestamp) instead, wherever nbdkit's own go, so that a daemonised
+ * nbdkit (repl-attach's diskless node) keeps them without syslog.
+ * Returns -1 after nbdkit_error if PATH cannot be opened. */
+extern int repl_log_open_file (const char *path);
+
 /* After nbdkit has set up its signal handlers (.after_fork): note which
  * signal stops it, and from whom. */
 extern void repl_log_watch_signals (void);

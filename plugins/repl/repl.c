@@ -76,6 +76,10 @@ repl_config (const char *key, const char *value)
       return -1;
     }
   }
+  else if (strcmp (key, "log-file") == 0) {
+    if (repl_log_open_file (value) == -1)
+      return -1;
+  }
   else if (strcmp (key, "insecure-permissions") == 0) {
     int r = nbdkit_parse_bool (value);
 
@@ -85,7 +89,7 @@ repl_config (const char *key, const char *value)
   }
   else {
     nbdkit_error ("unknown parameter '%s' (expected config, node, role, "
-                  "insecure-permissions)", key);
+                  "log-file, insecure-permissions)", key);
     return -1;
   }
   return 0;
@@ -129,6 +133,7 @@ repl_config_complete (void)
   "node=<NAME>       Which node of the configuration this is\n" \
   "                  (default: the one named as this machine's host name).\n" \
   "role=primary      Start as the primary (default: secondary).\n" \
+  "log-file=<FILE>   Append the plugin's messages to FILE, not stderr.\n" \
   "insecure-permissions=true  Start even if others can read the secret."
 
 /* ---- lifecycle ------------------------------------------------------ */
