@@ -42,6 +42,11 @@ writer=$!
 sleep 1
 kill_node node0
 wait "$writer" || fail "writing files failed when node0 died"
+# The diskless node's own lines are kept although its nbdkit runs in
+# the background (log-file=): its connections, and node0's loss.
+grep -q "peer node1: connected" "$NBDREPL_RUN_DIR/attach-r0/nbdkit.log" &&
+    grep -q "peer node0: disconnected" "$NBDREPL_RUN_DIR/attach-r0/nbdkit.log" ||
+    fail "the diskless node's log lacks its connections: $(tail -n 5 "$NBDREPL_RUN_DIR/attach-r0/nbdkit.log")"
 sha=$(cat "$mnt"/f* | sha256sum | cut -d' ' -f1)
 umount "$mnt"
 e2fsck -fn "$dev" > "$tmpdir/fsck.out" 2>&1 ||
