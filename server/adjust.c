@@ -22,8 +22,9 @@
  * started; a node gone from it (not the Primary) is unpublished from
  * the peer list, stopped and joined, and freed with its slot released
  * after a grace period (peers.c).  Quorum counts the new list.  Not
- * with allow-two-primaries: true, which holds exactly two storage nodes
- * (two-primaries.c orders the writes of one peer only).
+ * with allow-two-primaries: true (two-primaries.c: two storage
+ * Primaries order the writes of their one peer; a storage Primary
+ * beside a diskless one forwards to the storage nodes it knows).
  */
 #include <config.h>
 
@@ -229,18 +230,18 @@ diff_nodes (struct repl_node *node, const struct repl_config *b,
     }
     mb->mb_add[mb->mb_nadd++] = y;
   }
-  /* Two primaries order the writes of their one peer (two-primaries.c,
-   * write-path.c): config_load keeps a file with the key to two storage
-   * nodes, and here those two stay the same. */
+  /* Two primaries order the writes of their one peer, or the storage
+   * Primary forwards a diskless Primary's writes (two-primaries.c,
+   * write-path.c): the nodes stay the same with the key. */
   if (node->n_cfg.cf_two_primaries &&
       (mb->mb_nadd > 0 || mb->mb_nremove > 0)) {
     if (mb->mb_nadd > 0)
       snprintf (buf, len, "nodes[%zu] (%s added): allow-two-primaries is "
-                "true (exactly two storage nodes): the nodes",
+                "true: the nodes",
                 node_index (b, mb->mb_add[0]), mb->mb_add[0]->nc_name);
     else
-      snprintf (buf, len, "nodes (%s removed): allow-two-primaries is true "
-                "(exactly two storage nodes): the nodes",
+      snprintf (buf, len, "nodes (%s removed): allow-two-primaries is true: "
+                "the nodes",
                 mb->mb_remove[0]->pr_cfg->nc_name);
     return -1;
   }

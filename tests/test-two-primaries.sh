@@ -118,7 +118,7 @@ sed '/^  - name: node1$/,/^    control: node1.sock$/d' "$tmpdir/r0-two.yaml" \
     >"$CONFIG"
 printf '%s\n' "$node2_entry" >>"$CONFIG"
 adjust_refused "node1 replaced" \
-    "nodes[1] (node2 added): allow-two-primaries is true (exactly two storage nodes)"
+    "nodes[1] (node2 added): allow-two-primaries is true: the nodes cannot change while the node runs"
 cp "$tmpdir/r0-two.yaml" "$CONFIG"
 out=$("$REPLCTL" -s "$(sock node0)" adjust) || fail "adjust of the good file: $out"
 [ "$out" = "adjusted: nothing changed" ] ||
