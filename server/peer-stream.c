@@ -139,6 +139,9 @@ struct stream {
                                    nothing may move the bytes */
   size_t st_tx_off, st_tx_len;
   bool st_tx_sending;
+  bool st_rx_dry;               /* the reader's: its last read left
+                                   nothing in st_rx or OpenSSL, so the
+                                   next one starts with rx_fill */
   bool st_in_write;             /* an SSL_write is running (under
                                    st_ssl_lock): it keeps out of
                                    ST_TX_RESERVE */
@@ -748,12 +751,19 @@ tls_read_some (struct stream *st, void *buf, size_t len, int timeout_ms,
     int err, w, wait_ms;
     bool more;
 
-    if (tls_call (st, false, p + got, len - got, &n, &err, &more) == 1) {
+    if (st->st_rx_dry) {
+      /* Nothing to read without receiving: not even an SSL_read that
+       * would say so. */
+      st->st_rx_dry = false;
+      err = SSL_ERROR_WANT_READ;
+    }
+    else if (tls_call (st, false, p + got, len - got, &n, &err, &more) == 1) {
       got += n;
       /* Take everything OpenSSL already holds, without another
        * system call for what is not there yet.  (Input left over
        * means load: the next read goes first.) */
       st->st_rx_waited = waited && !more;
+      st->st_rx_dry = st->st_own_io && !more;
       if (got == len || !more)
         return got;
       continue;
