@@ -15,8 +15,9 @@
  * (stream_bio_*), and the stream makes the system calls itself, as
  * with plain TCP: the reader one blocking recv for whatever has arrived
  * (no poll before it, no read that finds nothing), the sender one
- * sendmsg for all the records of a batch (not one write per 16 KiB
- * record).  The socket is blocking; sends use MSG_DONTWAIT and poll
+ * send for all the records of a batch (not one write per 16 KiB
+ * record).  Each node then makes the same system calls per batch as
+ * with plain TCP (bench/RESULTS.md, 2026-12-02).  The socket is blocking; sends use MSG_DONTWAIT and poll
  * for room, so that a send never waits holding anything.  The price is
  * a copy of the cipher text on each side (into st_rx's and OpenSSL's
  * buffers, out of OpenSSL's into st_tx), small against the AES-GCM
@@ -32,8 +33,10 @@
  * ticker's ping under pr_lock while nobody sends), and during the
  * handshake the one thread running it.  A reader and a sender run at
  * the same time, and an SSL object must not be used by two threads at
- * once: st_ssl_lock is held around each SSL_* call and nothing else,
- * never across poll.  A call that cannot go on says what it waits for:
+ * once: st_ssl_lock is held around each SSL_* call and around the
+ * updates of st_rx's and st_tx's offsets, never across a wait.  With
+ * the socket BIO (kernel TLS), a call that cannot go on says what it
+ * waits for:
  *
  *   SSL_ERROR_WANT_WRITE   poll for POLLOUT, then the same call again
  *                          (same buffer, same length: OpenSSL may hold
@@ -48,9 +51,12 @@
  *                          timeout.
  *
  * With our own BIO, SSL_ERROR_WANT_WRITE means st_tx is full: the
- * sender sends it (tx_flush) and makes the same call again.  A reader's
- * SSL_read may add to st_tx too (an alert, a KeyUpdate's answer: TLS
- * 1.3 lets a read write); that waits there for the next sender or ping.
+ * sender sends it (tx_flush) and makes the same call again.
+ * SSL_ERROR_WANT_READ means st_rx is empty: a reader receives
+ * (rx_fill), a sender (should not happen) waits in short slices for the
+ * reader.  A reader's SSL_read may add to st_tx too (an alert, a
+ * KeyUpdate's answer: TLS 1.3 lets a read write); that waits there for
+ * the next sender or ping.
  *
  * A ping that OpenSSL could only partly send (socket full) stays in
  * st_pend, and the next sender finishes it before writing anything else
@@ -59,7 +65,9 @@
  * Kernel TLS: the contexts ask for it (SSL_OP_ENABLE_KTLS, common/tls.c);
  * OpenSSL hands the keys to the kernel where it has the "tls" ULP and
  * quietly keeps the work itself where it has not.  st_kind records what
- * it did, for replctl status.  The calls above stay the same either way.
+ * it did, for replctl status, and says which of the two ways above the
+ * stream works (own I/O only for "openssl"): the kernel's record layer
+ * needs the socket BIO.
  */
 #include <config.h>
 
@@ -110,11 +118,13 @@ struct stream {
   int st_wake_fd;               /* TLS: eventfd, see above; else -1 */
   _Atomic unsigned st_send_timeout_ms; /* TLS: a send making no progress
                                    for this long fails (EAGAIN) */
-  pthread_mutex_t st_ssl_lock;  /* guards st_ssl, st_pend and st_why;
-                                   held only around SSL_* calls, never
-                                   across a wait; innermost (taken under
-                                   pr_lock by the ticker, nothing taken
-                                   under it) */
+  pthread_mutex_t st_ssl_lock;  /* guards st_ssl, st_pend, st_why and
+                                   the offsets of st_rx and st_tx; held
+                                   only around SSL_* calls and those
+                                   offsets' updates, never across a
+                                   wait; innermost (taken under pr_lock
+                                   by the ticker, nothing taken under
+                                   it) */
   uint8_t st_pend[64];          /* a ping OpenSSL holds part of */
   size_t st_pend_len;
   char st_why[160];             /* the last TLS error, for stream_error */
