@@ -10,15 +10,33 @@
  * Plain: a blocking socket (SO_SNDTIMEO bounds a send), used with
  * sendmsg and recv as before.
  *
- * TLS: OpenSSL's record layer works on the TCP socket itself, which is
- * non-blocking.  Who calls what is the connection's existing ownership
+ * TLS, the usual case (OpenSSL encrypts): OpenSSL's record layer reads
+ * cipher text from st_rx and writes it to st_tx, through a BIO of ours
+ * (stream_bio_*), and the stream makes the system calls itself, as
+ * with plain TCP: the reader one blocking recv for whatever has arrived
+ * (no poll before it, no read that finds nothing), the sender one
+ * send for all the records of a batch (not one write per 16 KiB
+ * record).  Each node then makes the same system calls per batch as
+ * with plain TCP (bench/RESULTS.md, 2026-12-02).  The socket is blocking; sends use MSG_DONTWAIT and poll
+ * for room, so that a send never waits holding anything.  The price is
+ * a copy of the cipher text on each side (into st_rx's and OpenSSL's
+ * buffers, out of OpenSSL's into st_tx), small against the AES-GCM
+ * work on the same bytes.
+ *
+ * TLS with kernel TLS in either direction (st_own_io false): OpenSSL's
+ * record layer works on the TCP socket itself, which is non-blocking,
+ * and the waits below are polls.
+ *
+ * Who calls what is the connection's existing ownership
  * (struct conn): one reader at a time (c_rx_busy: the receive thread or
  * a writer reading its own ACK), one sender at a time (c_sending, or the
  * ticker's ping under pr_lock while nobody sends), and during the
  * handshake the one thread running it.  A reader and a sender run at
  * the same time, and an SSL object must not be used by two threads at
- * once: st_ssl_lock is held around each SSL_* call and nothing else,
- * never across poll.  A call that cannot go on says what it waits for:
+ * once: st_ssl_lock is held around each SSL_* call and around the
+ * updates of st_rx's and st_tx's offsets, never across a wait.  With
+ * the socket BIO (kernel TLS), a call that cannot go on says what it
+ * waits for:
  *
  *   SSL_ERROR_WANT_WRITE   poll for POLLOUT, then the same call again
  *                          (same buffer, same length: OpenSSL may hold
@@ -32,6 +50,14 @@
  *                          the reader to make progress, within its
  *                          timeout.
  *
+ * With our own BIO, SSL_ERROR_WANT_WRITE means st_tx is full: the
+ * sender sends it (tx_flush) and makes the same call again.
+ * SSL_ERROR_WANT_READ means st_rx is empty: a reader receives
+ * (rx_fill), a sender (should not happen) waits in short slices for the
+ * reader.  A reader's SSL_read may add to st_tx too (an alert, a
+ * KeyUpdate's answer: TLS 1.3 lets a read write); that waits there for
+ * the next sender or ping.
+ *
  * A ping that OpenSSL could only partly send (socket full) stays in
  * st_pend, and the next sender finishes it before writing anything else
  * (OpenSSL counts the held record against the next SSL_write).
@@ -39,7 +65,9 @@
  * Kernel TLS: the contexts ask for it (SSL_OP_ENABLE_KTLS, common/tls.c);
  * OpenSSL hands the keys to the kernel where it has the "tls" ULP and
  * quietly keeps the work itself where it has not.  st_kind records what
- * it did, for replctl status.  The calls above stay the same either way.
+ * it did, for replctl status, and says which of the two ways above the
+ * stream works (own I/O only for "openssl"): the kernel's record layer
+ * needs the socket BIO.
  */
 #include <config.h>
 
@@ -73,6 +101,15 @@
 /* A sender that got SSL_ERROR_WANT_READ looks again this often. */
 #define WANT_READ_SLICE_MS 10
 
+/* Own I/O: the cipher text buffers.  One recv takes up to ST_RX_SIZE
+ * of whatever has arrived (a QD16 batch of 4k writes is ~70 KiB); one
+ * sendmsg sends up to ST_TX_SIZE.  A sender's SSL_write leaves
+ * ST_TX_RESERVE free for what a reader's SSL_read may have to write (an
+ * alert, a KeyUpdate: a few dozen bytes). */
+#define ST_RX_SIZE (256u << 10)
+#define ST_TX_SIZE (256u << 10)
+#define ST_TX_RESERVE 4096
+
 struct stream {
   uint32_t st_magic;
   int st_fd;                    /* the TCP socket */
@@ -81,18 +118,43 @@ struct stream {
   int st_wake_fd;               /* TLS: eventfd, see above; else -1 */
   _Atomic unsigned st_send_timeout_ms; /* TLS: a send making no progress
                                    for this long fails (EAGAIN) */
-  pthread_mutex_t st_ssl_lock;  /* guards st_ssl, st_pend and st_why;
-                                   held only around SSL_* calls, never
-                                   across a wait; innermost (taken under
-                                   pr_lock by the ticker, nothing taken
-                                   under it) */
+  pthread_mutex_t st_ssl_lock;  /* guards st_ssl, st_pend, st_why and
+                                   the offsets of st_rx and st_tx; held
+                                   only around SSL_* calls and those
+                                   offsets' updates, never across a
+                                   wait; innermost (taken under pr_lock
+                                   by the ticker, nothing taken under
+                                   it) */
   uint8_t st_pend[64];          /* a ping OpenSSL holds part of */
   size_t st_pend_len;
   char st_why[160];             /* the last TLS error, for stream_error */
   uint8_t *st_gather;           /* the sender's TLS_RECORD bytes */
   bool st_rx_waited;            /* the reader's: its last read found
                                    nothing and waited (see
-                                   tls_read_some) */
+                                   tls_read_some; kernel TLS only) */
+  /* Own I/O (see above): */
+  bool st_own_io;               /* set once, in stream_new */
+  uint8_t *st_rx;               /* cipher text received, [st_rx_off,
+                                   st_rx_len) not yet taken by OpenSSL:
+                                   under st_ssl_lock; only the reader
+                                   adds (receiving past st_rx_len
+                                   without the lock, then moving
+                                   st_rx_len under it) or moves bytes */
+  size_t st_rx_off, st_rx_len;
+  uint8_t *st_tx;               /* cipher text from OpenSSL, [st_tx_off,
+                                   st_tx_len) not yet sent: under
+                                   st_ssl_lock; any SSL_* call adds, the
+                                   sender (or the ping) sends, outside
+                                   the lock while st_tx_sending, when
+                                   nothing may move the bytes */
+  size_t st_tx_off, st_tx_len;
+  bool st_tx_sending;
+  bool st_rx_dry;               /* the reader's: its last read left
+                                   nothing in st_rx or OpenSSL, so the
+                                   next one starts with rx_fill */
+  bool st_in_write;             /* an SSL_write is running (under
+                                   st_ssl_lock): it keeps out of
+                                   ST_TX_RESERVE */
 };
 
 static int
@@ -118,6 +180,128 @@ tls_kind (SSL *ssl)
   return tx && rx ? "ktls" : tx ? "ktls-tx" : rx ? "ktls-rx" : "openssl";
 }
 
+/* ---- Own I/O: our BIO between OpenSSL and the buffers --------------- */
+
+/* Called by OpenSSL inside an SSL_* call, so under st_ssl_lock. */
+static int
+stream_bio_read (BIO *b, char *buf, size_t len, size_t *n)
+{
+  struct stream *st = BIO_get_data (b);
+  size_t have = st->st_rx_len - st->st_rx_off;
+
+  BIO_clear_retry_flags (b);
+  *n = 0;
+  if (have == 0) {              /* the reader receives more */
+    BIO_set_retry_read (b);
+    return 0;
+  }
+  if (len > have)
+    len = have;
+  memcpy (buf, st->st_rx + st->st_rx_off, len);
+  st->st_rx_off += len;
+  *n = len;
+  return 1;
+}
+
+static int
+stream_bio_write (BIO *b, const char *buf, size_t len, size_t *n)
+{
+  struct stream *st = BIO_get_data (b);
+  size_t end = st->st_in_write ? ST_TX_SIZE - ST_TX_RESERVE : ST_TX_SIZE;
+
+  BIO_clear_retry_flags (b);
+  *n = 0;
+  if (st->st_tx_off > 0 && !st->st_tx_sending) {
+    /* What a partial send left goes to the front. */
+    memmove (st->st_tx, st->st_tx + st->st_tx_off,
+             st->st_tx_len - st->st_tx_off);
+    st->st_tx_len -= st->st_tx_off;
+    st->st_tx_off = 0;
+  }
+  if (st->st_tx_len >= end) {   /* full: the sender sends it */
+    BIO_set_retry_write (b);
+    return 0;
+  }
+  if (len > end - st->st_tx_len)
+    len = end - st->st_tx_len;
+  memcpy (st->st_tx + st->st_tx_len, buf, len);
+  st->st_tx_len += len;
+  *n = len;
+  return 1;
+}
+
+static long
+stream_bio_ctrl (BIO *b, int cmd, long num, void *ptr)
+{
+  (void) b; (void) num; (void) ptr;
+  return cmd == BIO_CTRL_FLUSH;  /* the sender sends: tx_flush */
+}
+
+static int
+stream_bio_create (BIO *b)
+{
+  BIO_set_init (b, 1);
+  return 1;
+}
+
+static BIO_METHOD *stream_bio_method;
+static pthread_once_t stream_bio_once = PTHREAD_ONCE_INIT;
+
+static void
+stream_bio_method_init (void)
+{
+  BIO_METHOD *m = BIO_meth_new (BIO_get_new_index () | BIO_TYPE_SOURCE_SINK,
+                                "nbdrepl stream");
+
+  if (m == NULL ||
+      !BIO_meth_set_read_ex (m, stream_bio_read) ||
+      !BIO_meth_set_write_ex (m, stream_bio_write) ||
+      !BIO_meth_set_ctrl (m, stream_bio_ctrl) ||
+      !BIO_meth_set_create (m, stream_bio_create)) {
+    BIO_meth_free (m);
+    return;
+  }
+  stream_bio_method = m;        /* for the life of the process */
+}
+
+/* Put our BIO under st's session in place of the socket's, after the
+ * handshake (OpenSSL holds no cipher text of the socket's: it read the
+ * handshake without read-ahead), and make the socket blocking.
+ * Returns 0, or -1 with errno. */
+static int
+own_io_start (struct stream *st)
+{
+  BIO *rb, *wb;
+  int fl;
+
+  pthread_once (&stream_bio_once, stream_bio_method_init);
+  if (stream_bio_method == NULL) {
+    errno = ENOMEM;
+    return -1;
+  }
+  st->st_rx = malloc (ST_RX_SIZE);
+  st->st_tx = malloc (ST_TX_SIZE);
+  if (st->st_rx == NULL || st->st_tx == NULL)
+    return -1;
+  rb = BIO_new (stream_bio_method);
+  wb = BIO_new (stream_bio_method);
+  if (rb == NULL || wb == NULL) {
+    BIO_free (rb);
+    BIO_free (wb);
+    errno = ENOMEM;
+    return -1;
+  }
+  BIO_set_data (rb, st);
+  BIO_set_data (wb, st);
+  SSL_set0_rbio (st->st_ssl, rb);  /* each drops a reference to the */
+  SSL_set0_wbio (st->st_ssl, wb);  /* socket BIO (BIO_NOCLOSE) */
+  fl = fcntl (st->st_fd, F_GETFL);
+  if (fl == -1 || fcntl (st->st_fd, F_SETFL, fl & ~O_NONBLOCK) == -1)
+    return -1;
+  st->st_own_io = true;
+  return 0;
+}
+
 /* A stream on fd, a connected TCP socket, and ssl (NULL: plain), whose
  * handshake is done on fd.  Takes both over, also on failure (NULL,
  * errno set). */
@@ -135,18 +319,31 @@ stream_new (int fd, SSL *ssl)
   st->st_kind = "plain";
   mutex_init (&st->st_ssl_lock);
   if (ssl != NULL) {
-    if (set_nonblock (fd) == -1 ||
-        (st->st_wake_fd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1 ||
-        (st->st_gather = malloc (TLS_RECORD)) == NULL) {
+    int r;
+
+    st->st_kind = tls_kind (ssl);
+    if ((st->st_gather = malloc (TLS_RECORD)) == NULL)
+      r = -1;
+    else if (strcmp (st->st_kind, "openssl") == 0)
+      r = own_io_start (st);
+    else if (set_nonblock (fd) == -1 ||
+             (st->st_wake_fd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC)) == -1)
+      r = -1;
+    else
+      r = 0;
+    if (r == -1) {
       int e = errno;
       stream_free (st);
       errno = e;
       return NULL;
     }
-    st->st_kind = tls_kind (ssl);
     st->st_send_timeout_ms = 30000;
-    /* Read whatever has arrived with one system call. */
-    SSL_set_read_ahead (ssl, 1);
+    /* Socket BIO: read whatever has arrived with one system call.  Own
+     * I/O: st_rx is the read-ahead; OpenSSL takes a record at a time
+     * from it.  (With read-ahead, OpenSSL moves all the bytes it holds
+     * to the front of its buffer before each record: a batch of n
+     * records costs n²/2 records' worth of memmove.) */
+    SSL_set_read_ahead (ssl, !st->st_own_io);
     /* Every message is framed: a cut one is seen as such. */
     SSL_set_options (ssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
   }
@@ -174,6 +371,8 @@ stream_free (struct stream *st)
     close (st->st_wake_fd);
   pthread_mutex_destroy (&st->st_ssl_lock);
   free (st->st_gather);
+  free (st->st_rx);
+  free (st->st_tx);
   free (st);
   ERR_clear_error ();
 }
@@ -245,13 +444,22 @@ tls_call (struct stream *st, bool write, const void *buf, size_t len,
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
   int r, e;
 
-  ERR_clear_error ();
+  /* SSL_get_error must see only this call's errors.  Cleared only if
+   * there are any: ERR_clear_error frees all 16 slots of the queue
+   * (~800 instructions, twice per 4k write on each node at QD1), and
+   * this thread's queue is normally empty (cleared after every call
+   * that failed). */
+  if (ERR_peek_error () != 0)
+    ERR_clear_error ();
   errno = 0;
   *n = 0;
+  st->st_in_write = write;
   r = write ? SSL_write_ex (st->st_ssl, buf, len, n)
             : SSL_read_ex (st->st_ssl, (void *) buf, len, n);
+  st->st_in_write = false;
   if (pending)
-    *pending = SSL_has_pending (st->st_ssl);
+    *pending = SSL_has_pending (st->st_ssl) ||
+               st->st_rx_off < st->st_rx_len;
   if (r == 1) {
     *err = SSL_ERROR_NONE;
     return 1;
@@ -276,7 +484,7 @@ tls_call (struct stream *st, bool write, const void *buf, size_t len,
     tls_error_string (st->st_why, sizeof st->st_why, "TLS error");
     errno = EPROTO;
   }
-  {
+  if (ERR_peek_error () != 0) {
     int saved = errno;
     ERR_clear_error ();
     errno = saved;
@@ -329,6 +537,118 @@ ms_until (uint64_t deadline_ms)
   return now >= deadline_ms ? 0 : (int) (deadline_ms - now);
 }
 
+/* Own I/O: send what st_tx holds, all of it (try: one send without
+ * waiting, whatever it takes; for the ping).  timeout_ms: for each send
+ * to make progress (-1: no limit); running out fails with
+ * timeout_errno.  The sender's (or the ping's): one at a time. */
+static int
+tx_flush (struct stream *st, bool try, int timeout_ms, int timeout_errno)
+{
+  uint64_t deadline = timeout_ms < 0 ? 0 : (now_ns () / 1000000) + timeout_ms;
+
+  for (;;) {
+    const uint8_t *p;
+    size_t len;
+    ssize_t r;
+    int e, wait_ms;
+
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+      if (st->st_tx_off == st->st_tx_len) {
+        st->st_tx_off = st->st_tx_len = 0;
+        return 0;
+      }
+      p = st->st_tx + st->st_tx_off;
+      len = st->st_tx_len - st->st_tx_off;
+      st->st_tx_sending = true;
+    }
+    r = send (st->st_fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    e = errno;
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+      st->st_tx_sending = false;
+      if (r > 0)
+        st->st_tx_off += r;
+    }
+    if (r > 0) {
+      if (try)
+        return 0;
+      if (timeout_ms >= 0)
+        deadline = (now_ns () / 1000000) + timeout_ms;
+      continue;
+    }
+    errno = e;
+    if (r == -1 && errno == EINTR)
+      continue;
+    if (r == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (try)
+        return 0;
+      wait_ms = timeout_ms < 0 ? -1 : ms_until (deadline);
+      if (wait_ms == 0) {
+        errno = timeout_errno;
+        return -1;
+      }
+      if (tls_wait (st, POLLOUT, wait_ms, -1) == -1)
+        return -1;
+      continue;
+    }
+    return -1;
+  }
+}
+
+/* Own I/O: the reader receives what has arrived into st_rx (which
+ * OpenSSL has emptied: it asked for more), at least a byte.  With
+ * neither a timeout nor stop_fd (the receive loop) in one blocking recv,
+ * as with plain TCP; else poll, then recv.  Returns the bytes, 0 at the
+ * end of the stream, -1 with errno (EAGAIN: nothing yet, try again). */
+static ssize_t
+rx_fill (struct stream *st, int timeout_ms, int stop_fd)
+{
+  bool block = timeout_ms < 0 && stop_fd < 0;
+  size_t pos;
+  ssize_t r;
+
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+    if (st->st_rx_off == st->st_rx_len)
+      st->st_rx_off = st->st_rx_len = 0;
+    else if (st->st_rx_off > 0) {
+      memmove (st->st_rx, st->st_rx + st->st_rx_off,
+               st->st_rx_len - st->st_rx_off);
+      st->st_rx_len -= st->st_rx_off;
+      st->st_rx_off = 0;
+    }
+    pos = st->st_rx_len;
+    if (pos == ST_RX_SIZE) {    /* cannot happen: OpenSSL takes what
+                                   there is before it asks for more */
+      snprintf (st->st_why, sizeof st->st_why,
+                "TLS: more wanted with %u bytes unread", ST_RX_SIZE);
+      errno = EPROTO;
+      return -1;
+    }
+  }
+  if (!block) {
+    int w = tls_wait (st, POLLIN, timeout_ms, stop_fd);
+
+    if (w == -1)
+      return -1;
+    if (w == 0) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+  }
+  do
+    r = recv (st->st_fd, st->st_rx + pos, ST_RX_SIZE - pos,
+              block ? 0 : MSG_DONTWAIT);
+  while (r == -1 && errno == EINTR);
+  if (r > 0) {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+    assert (st->st_rx_len == pos);
+    st->st_rx_len = pos + r;
+  }
+  return r;
+}
+
 /* Write all of buf (from its sender: see above).  timeout_ms: for each
  * chunk to make progress (-1: no limit); running out fails with
  * timeout_errno.  A pending ping is finished first. */
@@ -374,10 +694,23 @@ tls_write_all (struct stream *st, const void *buf, size_t len,
         errno = EPIPE;
       return -1;
     }
+    if (err == SSL_ERROR_WANT_WRITE && st->st_own_io) {
+      /* st_tx is full: send it, then the same call again. */
+      if (tx_flush (st, false, timeout_ms, timeout_errno) == -1)
+        return -1;
+      continue;
+    }
     wait_ms = timeout_ms < 0 ? -1 : ms_until (deadline);
     if (wait_ms == 0) {
       errno = timeout_errno;
       return -1;
+    }
+    if (err == SSL_ERROR_WANT_READ && st->st_own_io) {
+      /* The reader feeds OpenSSL: give it a moment. */
+      if (wait_ms < 0 || wait_ms > WANT_READ_SLICE_MS)
+        wait_ms = WANT_READ_SLICE_MS;
+      poll (NULL, 0, wait_ms);
+      continue;
     }
     if (err == SSL_ERROR_WANT_READ) {
       kick_reader (st);
@@ -405,11 +738,14 @@ tls_pending (struct stream *st)
  * of the stream.  Waits up to timeout_ms (-1: no limit; then ETIMEDOUT)
  * unless stop_fd (-1: none) becomes readable (ECANCELED).
  *
- * A reader whose last read found nothing and waited (one message at a
- * time: queue depth 1) polls before it reads, unless OpenSSL holds
- * input: reading first would cost a read() that finds nothing, then
- * the poll, then the read — per message, on both nodes.  A reader that
- * finds data waiting (under load) reads first. */
+ * Own I/O: OpenSSL takes what st_rx holds; when it wants more, rx_fill
+ * receives it (waiting in recv, as the plain reader does).
+ *
+ * Kernel TLS: a reader whose last read found nothing and waited (one
+ * message at a time: queue depth 1) polls before it reads, unless
+ * OpenSSL holds input: reading first would cost a read() that finds
+ * nothing, then the poll, then the read — per message, on both nodes.
+ * A reader that finds data waiting (under load) reads first. */
 static ssize_t
 tls_read_some (struct stream *st, void *buf, size_t len, int timeout_ms,
                int stop_fd)
@@ -419,7 +755,7 @@ tls_read_some (struct stream *st, void *buf, size_t len, int timeout_ms,
   uint64_t deadline = timeout_ms < 0 ? 0 : (now_ns () / 1000000) + timeout_ms;
   bool waited = false;
 
-  if (st->st_rx_waited && !tls_pending (st)) {
+  if (!st->st_own_io && st->st_rx_waited && !tls_pending (st)) {
     int w = tls_wait (st, POLLIN, timeout_ms, stop_fd);
 
     if (w == -1)
@@ -435,12 +771,19 @@ tls_read_some (struct stream *st, void *buf, size_t len, int timeout_ms,
     int err, w, wait_ms;
     bool more;
 
-    if (tls_call (st, false, p + got, len - got, &n, &err, &more) == 1) {
+    if (st->st_rx_dry) {
+      /* Nothing to read without receiving: not even an SSL_read that
+       * would say so. */
+      st->st_rx_dry = false;
+      err = SSL_ERROR_WANT_READ;
+    }
+    else if (tls_call (st, false, p + got, len - got, &n, &err, &more) == 1) {
       got += n;
       /* Take everything OpenSSL already holds, without another
        * system call for what is not there yet.  (Input left over
        * means load: the next read goes first.) */
       st->st_rx_waited = waited && !more;
+      st->st_rx_dry = st->st_own_io && !more;
       if (got == len || !more)
         return got;
       continue;
@@ -453,10 +796,28 @@ tls_read_some (struct stream *st, void *buf, size_t len, int timeout_ms,
       return 0;
     if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
       return -1;
+    if (st->st_own_io && err == SSL_ERROR_WANT_WRITE) {
+      /* What this read had to write (an alert, a KeyUpdate) found
+       * st_tx full even with ST_TX_RESERVE: cannot happen. */
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+      snprintf (st->st_why, sizeof st->st_why,
+                "TLS: no room to answer the peer");
+      errno = EPROTO;
+      return -1;
+    }
     wait_ms = timeout_ms < 0 ? -1 : ms_until (deadline);
     if (wait_ms == 0) {
       errno = ETIMEDOUT;
       return -1;
+    }
+    if (st->st_own_io) {
+      ssize_t r = rx_fill (st, wait_ms, stop_fd);
+
+      if (r == 0)
+        return 0;               /* the end of the TCP stream */
+      if (r == -1 && errno != EAGAIN)
+        return -1;
+      continue;
     }
     w = tls_wait (st, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
                   wait_ms, stop_fd);
@@ -506,7 +867,9 @@ stream_write_full (struct stream *st, const void *buf, size_t len,
 {
   if (st->st_ssl == NULL)
     return sock_write_full (st->st_fd, buf, len, timeout_ms);
-  return tls_write_all (st, buf, len, timeout_ms, ETIMEDOUT);
+  if (tls_write_all (st, buf, len, timeout_ms, ETIMEDOUT) == -1)
+    return -1;
+  return st->st_own_io ? tx_flush (st, false, timeout_ms, ETIMEDOUT) : 0;
 }
 
 /* ---- The connection's sender, reader and pinger ----------------------- */
@@ -575,7 +938,8 @@ tls_sendv (struct stream *st, const struct iovec *iov, int niov)
   if (fill > 0 && tls_write_all (st, st->st_gather, fill, timeout,
                                  EAGAIN) == -1)
     return -1;
-  return 0;
+  /* Own I/O: the batch's records leave together. */
+  return st->st_own_io ? tx_flush (st, false, timeout, EAGAIN) : 0;
 }
 
 /* The sender: write all the iovecs (they may be modified).  A send that
@@ -626,11 +990,16 @@ stream_try_send (struct stream *st, const void *buf, size_t len)
   }
   /* st_pend: OpenSSL wants the same buffer again if it cannot finish. */
   if (tls_call (st, true, st->st_pend, pend, &n, &err, NULL) == 1) {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
-    st->st_pend_len = 0;
+    {
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+      st->st_pend_len = 0;
+    }
+    /* Own I/O: what does not leave now, the next sender sends. */
+    if (st->st_own_io && tx_flush (st, true, 0, EAGAIN) == -1)
+      return -1;
     return len;
   }
-  if (err == SSL_ERROR_WANT_READ)
+  if (err == SSL_ERROR_WANT_READ && !st->st_own_io)
     kick_reader (st);
   if (err == SSL_ERROR_WANT_WRITE || err == SSL_ERROR_WANT_READ)
     return len;                 /* held: the next send finishes it */
