@@ -1026,10 +1026,10 @@ struct repl_node {
                                    SyncTarget), or -1: one at a time
                                    (peer-sync.c) */
   bool n_sync_source_primary;   /* ... and it is a Primary */
-  int n_sync_handover_id;       /* a source that a better one replaced,
-                                   until its connection's receive thread
-                                   has stopped (sync_release_source), or
-                                   -1; n_cond is broadcast then */
+  uint32_t n_sync_handover;     /* by node id: sources that a better one
+                                   replaced, until each one's connection
+                                   has been torn down (sync_release_
+                                   source); n_cond is broadcast then */
   bool n_quorum;                /* as of the last peer change (role.c) */
   unsigned n_fencing;           /* fence-peer handlers running under
                                    fencing: writes wait (role.c) */

@@ -140,7 +140,6 @@ engine_create (const char *config_path, const char *node_name, bool primary,
   node->n_md_fd = -1;
   node->n_primary_id = -1;
   node->n_sync_source_id = -1;
-  node->n_sync_handover_id = -1;
   node->n_dl_route = -1;
   node->n_dl_owed_id = -1;
   mutex_init (&node->n_lock);

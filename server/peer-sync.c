@@ -469,18 +469,17 @@ source_ranks_before (bool primary, int id, bool other_primary, int other_id)
   return id < other_id;
 }
 
-/* How long a new sync source waits for the one it replaced to stop. */
-#define HANDOVER_WAIT_NS (UINT64_C (30) * 1000000000)
-
 /* p (a Primary if primary) is about to resync this node (we send it our
  * bitmap, or it sent RESYNC_START): only one peer at a time may.  A peer
  * that ranks before the one resyncing us (source_ranks_before) takes
  * over: the other's connection is dropped (on its return it waits for
- * ours to end), and p goes on only once that connection's receive
- * thread has stopped, so that a chunk from it still being written
- * cannot land after p's data or a write p forwards.  Returns false if
- * another peer resyncs us (or the old one did not stop in time: then
- * p's connection is dropped too, to decide again). */
+ * ours to end), and p goes on only once the connection of every source
+ * replaced so far has been torn down (its receive thread has stopped),
+ * so that a chunk from one still being written cannot land after p's
+ * data or a write p forwards.  That wait is bounded by ping-timeout
+ * (nobody reads p's connection meanwhile).  Returns false if another
+ * peer resyncs us, or if a replaced one did not stop in time: then p's
+ * connection is dropped too, and its teardown releases the claim. */
 bool
 sync_claim_source (struct peer *p, bool primary)
 {
@@ -498,47 +497,47 @@ sync_claim_source (struct peer *p, bool primary)
     node->n_sync_source_id = id;
     node->n_sync_source_primary = primary;
     if (old != -1 && old != id)
-      node->n_sync_handover_id = old;
+      node->n_sync_handover |= UINT32_C (1) << old;
   }
   pthread_mutex_unlock (&node->n_lock);
   if (!take)
     return false;
-  if (old == -1 || old == id)
-    return true;
 
-  q = node_find_peer (node, old);
-  if (q != NULL) {
-    pthread_mutex_lock (&q->pr_lock);
-    peer_fail_current_locked (q, "%s %s resyncs this node instead "
-                              "(it ranks before: %s); reconnecting",
-                              primary ? "the primary" : "the peer",
-                              p->pr_cfg->nc_name,
-                              primary ? "a Primary" : "lower node id");
-    pthread_mutex_unlock (&q->pr_lock);
+  if (old != -1 && old != id) {
+    /* (A peer that adjust removed is being stopped: its teardown
+     * releases it all the same.) */
+    q = node_find_peer (node, old);
+    if (q != NULL) {
+      pthread_mutex_lock (&q->pr_lock);
+      peer_fail_current_locked (q, "%s %s resyncs this node instead "
+                                "(it ranks before: %s); reconnecting",
+                                primary ? "the primary" : "the peer",
+                                p->pr_cfg->nc_name,
+                                primary ? "a Primary" : "lower node id");
+      pthread_mutex_unlock (&q->pr_lock);
+    }
   }
 
-  ts = deadline_after_ns (HANDOVER_WAIT_NS);
+  ts = deadline_after_ns (node->n_cfg.cf_ping_timeout_ms *
+                          UINT64_C (1000000));
   pthread_mutex_lock (&node->n_lock);
-  if (q == NULL)                /* removed: its threads are gone */
-    node->n_sync_handover_id = -1;
-  while (node->n_sync_handover_id == old && !node->n_stopping &&
+  while ((node->n_sync_handover & ~(UINT32_C (1) << id)) != 0 &&
+         !node->n_stopping &&
          pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts) == 0)
     ;
-  stopped = node->n_sync_handover_id != old;
-  if (!stopped) {
-    node->n_sync_handover_id = -1;
-    if (node->n_sync_source_id == id)
-      node->n_sync_source_id = -1;
-  }
+  stopped = (node->n_sync_handover & ~(UINT32_C (1) << id)) == 0;
   pthread_mutex_unlock (&node->n_lock);
   if (!stopped) {
     pthread_mutex_lock (&p->pr_lock);
-    peer_fail_current_locked (p, "the peer that resynced this node "
-                              "before did not stop; reconnecting");
+    peer_fail_current_locked (p, "a peer that resynced this node before "
+                              "did not stop within ping-timeout; "
+                              "reconnecting");
     pthread_mutex_unlock (&p->pr_lock);
     return false;
   }
-  log_info ("peer %s: takes over the resync of this node", p->pr_cfg->nc_name);
+  if (old != -1 && old != id)
+    log_info ("peer %s: takes over the resync of this node",
+              p->pr_cfg->nc_name);
   return true;
 }
 
@@ -557,8 +556,9 @@ sync_release_source (struct peer *p, const char *why)
     node->n_sync_source_id = -1;
     was = true;
   }
-  if (node->n_sync_handover_id == (int) p->pr_cfg->nc_id) {
-    node->n_sync_handover_id = -1;      /* its successor goes on */
+  if (node->n_sync_handover & (UINT32_C (1) << p->pr_cfg->nc_id)) {
+    /* Replaced, and now torn down: its successor goes on. */
+    node->n_sync_handover &= ~(UINT32_C (1) << p->pr_cfg->nc_id);
     pthread_cond_broadcast (&node->n_cond);
   }
   pthread_mutex_unlock (&node->n_lock);
