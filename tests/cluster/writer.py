@@ -52,6 +52,13 @@ def current(nodes_dir, mount):
     return None, None
 
 
+def on_mounted_fs(fd, path):
+    """Is the open file fd on the file system mounted at path's
+    directory, not on the one under it (the mount point's parent's)?"""
+    under = os.stat(os.path.dirname(os.path.dirname(path))).st_dev
+    return os.fstat(fd).st_dev != under
+
+
 def write(nodes_dir, mount, out, max_seconds):
     end = time.monotonic() + float(max_seconds)
     seq = 1
@@ -65,7 +72,15 @@ def write(nodes_dir, mount, out, max_seconds):
             continue
         fd = -1
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            # Created by the first record only: a later open that finds
+            # no file is on a bare mount point, and fails.
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND |
+                         (os.O_CREAT if seq == 1 else 0), 0o644)
+            if not on_mounted_fs(fd, path):
+                # The file system went between current() and the open
+                # (the agent unmounted it): this is the bare mount point
+                # of the node's root, not the volume.
+                raise OSError(f"{path}: not on the mounted volume (unmounted meanwhile)")
             if path != last_path:
                 # A record cut short by the last failure ends here.
                 os.write(fd, b"\n")
@@ -103,7 +118,10 @@ def check(nodes_dir, mount, out, since, wait_seconds):
         data = None
         if path is not None:
             try:
-                data = open(path, "rb").read()
+                with open(path, "rb") as f:
+                    data = f.read()
+                    if not on_mounted_fs(f.fileno(), path):
+                        data = None     # unmounted meanwhile: look again
             except OSError as e:
                 print(f"check: {path}: {e}", file=sys.stderr)
         if data is not None or time.monotonic() >= end:
