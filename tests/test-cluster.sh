@@ -272,6 +272,18 @@ fs_stopped () { [ -z "$(fs_node)" ]; }
 # Placed P: ms_repl promoted on P and p_fs started on P.
 placed () { local p; p=$(promoted); [ -n "$p" ] && [ "$(fs_node)" = "$p" ] && echo "$p"; }
 placed_on () { [ "$(placed)" = "$1" ]; }
+# placed_now: that node, asked again (every 0.5 s, 60 s at most) while
+# crm_mon cannot say (after a cleanup Pacemaker probes again); a bare
+# P=$(placed) would end the test silently there (set -e).
+placed_now ()
+{
+    local p i
+    for (( i = 0; i < 120; i++ )); do
+        p=$(placed) && [ -n "$p" ] && { echo "$p"; return 0; }
+        sleep 0.5
+    done
+    return 1
+}
 placed_not_on () { local p; p=$(placed) && [ -n "$p" ] && [ "$p" != "$1" ]; }
 
 # repl NODE JQ: true if JQ holds of NODE's nbdrepl status.
@@ -358,7 +370,7 @@ crm_on n1 configure load update "$tmpdir/cluster.crm" >"$tmpdir/crm.out" 2>&1 ||
 
 T=$(date +%s)
 until_true 120 "ms_repl promoted and p_fs started on the same node" placed
-P=$(placed)
+P=$(placed_now) || fail "no node has p_fs beside the promoted ms_repl within 60 s"
 for n in "${ALL[@]}"; do
     [ "$n" = "$P" ] && continue
     until_true 30 "$n Unpromoted" role_is "$n" Unpromoted
@@ -377,7 +389,7 @@ check_writes "$TW"
 T=$(date +%s)
 crm_on "$P" node standby "$P" >/dev/null || fail "crm node standby $P failed"
 until_true 120 "everything moved off $P" placed_not_on "$P"
-Q=$(placed)
+Q=$(placed_now) || fail "no node has p_fs beside the promoted ms_repl within 60 s"
 until_true 30 "the writer resumed on $Q" acks_since "$T" "$Q"
 repl "$Q" '.role == "Primary"' || fail "$Q is promoted but nbdrepl says $(repl_summary "$Q")"
 repl "$P" '.' && fail "$P is in standby but its nbdkit still answers: $(repl_summary "$P")"
@@ -392,7 +404,7 @@ say "  $P back online as Secondary, UpToDate"
 
 # ---- 3. SIGKILL of the Primary's nbdkit --------------------------------
 
-P=$(placed)
+P=$(placed_now) || fail "no node has p_fs beside the promoted ms_repl within 60 s"
 pid=$(nbdkit_pid "$P")
 [ -n "$pid" ] || fail "no nbdkit pid for $P"
 T=$(date +%s)
@@ -401,7 +413,7 @@ say "  SIGKILL of $P's nbdkit (pid $pid)"
 until_true 60 "Pacemaker saw the failure of p_repl on $P" \
     bash -c "nsenter -t ${HOLDER[$P]} -m -u -n -- timeout 20 crm_mon -1 --output-as=xml | grep -q 'failure op_key=\"p_repl_monitor'"
 until_true 150 "promoted and p_fs started again" placed
-Q=$(placed)
+Q=$(placed_now) || fail "no node has p_fs beside the promoted ms_repl within 60 s"
 until_true 60 "the writer resumed on $Q" acks_since "$T" "$Q"
 reboot_fenced
 say "scenario 3 passed ($(( $(date +%s) - T )) s): the monitor saw $P's nbdkit gone; promoted $Q ($([ "$Q" = "$P" ] && echo recovered in place || echo moved))${FENCED:+; fenced and rebooted: $FENCED}"
@@ -412,7 +424,7 @@ until_true 90 "all three connected and UpToDate after the recovery" all_uptodate
 
 # ---- 4. the Primary's node cut off -------------------------------------
 
-P=$(placed)
+P=$(placed_now) || fail "no node has p_fs beside the promoted ms_repl within 60 s"
 T=$(date +%s)
 TCUT=$(date +%s.%N)
 ip -n "$NS-$P" link set eth0 down
@@ -428,7 +440,7 @@ done
 [ "$saw_no_quorum" = yes ] || fail "$P's nbdrepl did not report the loss of quorum before it went"
 until_true 90 "$P fenced" grep -q "reboot $P\|off $P" "$NODES/fence.log"
 until_true 120 "promoted and p_fs started on the majority" placed_not_on "$P"
-Q=$(placed)
+Q=$(placed_now) || fail "no node has p_fs beside the promoted ms_repl within 60 s"
 until_true 60 "the writer resumed on $Q" acks_since "$T" "$Q"
 say "scenario 4: $P lost nbdrepl quorum; $(awk -v n="$P" -v t="$TCUT" '$2 == n && $3 >= t' "$WOUT/acked" | wc -l) write(s) acknowledged on it after the cut; fenced by the majority ($(grep -c "reboot $P:\|off $P:" "$NODES/fence.log") fence action(s)); $Q promoted"
 check_writes "$T"
@@ -443,7 +455,7 @@ say "scenario 4 passed ($(( $(date +%s) - T )) s): $P rejoined as Secondary and 
 
 # ---- 5. a node's cluster stack stopped and started ---------------------
 
-P=$(placed)
+P=$(placed_now) || fail "no node has p_fs beside the promoted ms_repl within 60 s"
 for R in "${ALL[@]}"; do [ "$R" != "$P" ] && break; done
 T=$(date +%s)
 kill -TERM "${HOLDER[$R]}"
