@@ -157,6 +157,8 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
                             CTL (BOTH) },
   [REPL_MSG_SYNC_FENCED] = { "SYNC_FENCED", REPL_FLAG_ERROR,
                              WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
+  /* A diskless node to a storage Primary beside it: */
+  [REPL_MSG_ROUTED] = { "ROUTED", 0, WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
 };
 
 #define CONNECTED_STATES \

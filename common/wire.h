@@ -151,8 +151,21 @@ enum repl_msg_type {
                                  refused (a diskless Primary that does
                                  not write to that sync source itself:
                                  it would resync stale data) */
+  /* allow-two-primaries with diskless nodes (server/diskless.c,
+   * server/role.c): */
+  REPL_MSG_ROUTED = 32,       /* unsequenced, diskless→storage; offset =
+                                 how many STATEs saying Primary the
+                                 sender has taken from the receiver on
+                                 this connection (never more than the
+                                 receiver sent).  The answer to such a
+                                 STATE: every write of the sender from
+                                 now on goes to the receiver only (AWAY
+                                 names the other storage nodes, which
+                                 the receiver forwards it to), and none
+                                 of its writes that went to another
+                                 storage node directly is in flight */
 };
-#define REPL_MSG_TYPE_MAX 31
+#define REPL_MSG_TYPE_MAX 32
 #define REPL_AUTH_SIZE 32
 
 /* HELLO features. */

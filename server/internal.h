@@ -168,6 +168,11 @@ extern uint32_t tp_al_reserve (const struct repl_node *node, bool *enough);
 extern void tp_wait_lost (struct repl_node *node);
 extern int tp_refuse_beside_primary (struct repl_node *node, const char *what,
                                      char *err, size_t errlen);
+extern int tp_check_pair (struct repl_node *node, struct conn *c,
+                          char *err, size_t errlen);
+extern void tp_wait_routed (struct repl_node *node);
+extern int tp_handle_routed (struct conn *c, const struct repl_hdr *h);
+extern bool tp_beside_storage_primary (struct conn *c);
 
 /* ---- metrics.c ------------------------------------------------------ */
 
@@ -400,6 +405,12 @@ struct conn {
   uint64_t c_dl_fence_token;
   bool c_fence_queued;
   struct out_msg c_fence_msg;
+  /* allow-two-primaries with diskless nodes (two-primaries.c): the
+   * STATEs saying Primary sent on it (storage node) or taken from it
+   * (diskless node), and on a storage node the highest count a ROUTED
+   * named.  pr_lock. */
+  uint64_t c_tp_primary_states;
+  uint64_t c_tp_routed;
 };
 
 /* conn.c */
@@ -770,6 +781,10 @@ extern int diskless_pread (struct repl_node *node, void *buf, uint32_t count,
 extern bool node_primary_is_diskless_or_none (struct repl_node *node);
 extern bool node_no_storage_primary (struct repl_node *node);
 extern int diskless_handle_fence (struct conn *c, const struct repl_hdr *h);
+extern void diskless_route_update (struct repl_node *node,
+                                   struct conn *owed);
+extern int diskless_route_name (struct repl_node *node, char *name,
+                                size_t len);
 
 extern void role_tell_state (struct peer *p);
 extern int gen_start_for_away (struct repl_node *node, uint32_t away,
@@ -907,6 +922,11 @@ struct handlers {
  *   the range lock    n_ilock: a write's byte range, held across its
  *                     activity-log transaction, local write and the wait
  *                     for the peers' ACKs (write-path.c, by design)
+ *   n_dl_route_lock   a diskless node's route (diskless.c): held
+ *                     while it looks at the peers (pr_lock) and
+ *                     stores the route (n_lock), by a reader that may
+ *                     be a writer holding its range; never a network
+ *                     wait
  *   rp_lock           a resync pass's cursor (resync.c)
  *   n_al_lock         the activity log; never held during I/O
  *   n_md_io_lock      the metadata file and n_md.md_super; held across
@@ -979,7 +999,8 @@ struct repl_node {
                                    peer takes one of ours for a protocol
                                    error (n_lock) */
   pthread_mutex_t n_lock;       /* guards n_role, n_disk, n_primary_id,
-                                   n_start_*, n_sync_source_id, n_quorum,
+                                   n_primaries_*, n_start_*,
+                                   n_sync_source_id, n_quorum,
                                    n_work, n_resizing,
                                    n_stopping, the n_dl_* fields and
                                    writes of n_vol.vol_size (volume_size
@@ -987,7 +1008,11 @@ struct repl_node {
   pthread_cond_t n_cond;        /* signalled when stopping */
   enum repl_role n_role;
   enum repl_disk_state n_disk;
-  int n_primary_id;             /* the primary as far as we know, or -1 */
+  int n_primary_id;             /* the primary as far as we know, or -1
+                                   (state.c: primary_id_locked) */
+  uint32_t n_primaries_storage; /* ids of the storage peers that are
+                                   Primary, as their connections said */
+  uint32_t n_primaries_diskless; /* ... the diskless peers */
   bool n_start_pending;         /* role=primary at start, not yet
                                    confirmed: no client until it is, and
                                    a connected Primary peer makes this
@@ -1063,6 +1088,19 @@ struct repl_node {
   uint32_t n_dl_prev_targets;   /* ... and the targets of the write that
                                    started it: theirs until AWAY */
   unsigned n_dl_next_read;      /* round-robin read balancing */
+  int n_dl_route;               /* allow-two-primaries: the storage
+                                   Primary every write of ours goes
+                                   through (the others get it from it),
+                                   or -1: straight to every target
+                                   (diskless_route_update) */
+  unsigned n_dl_direct;         /* writes in flight that went straight
+                                   to the targets (route -1) */
+  int n_dl_owed_id;             /* a ROUTED is owed to this storage
+                                   node, or -1 ... */
+  uint64_t n_dl_owed_conn;      /* ... on its connection number ... */
+  uint64_t n_dl_owed_count;     /* ... naming this many STATEs */
+  pthread_mutex_t n_dl_route_lock; /* serialises diskless_route_update
+                                   (diskless.c); itself no n_lock field */
   /* A storage node's sync fence (forward.c).  n_lock guards these. */
   uint64_t n_fence_token;       /* of the last SYNC_FENCE sent */
   uint32_t n_fence_wait;        /* diskless node ids yet to answer it */

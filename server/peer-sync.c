@@ -684,8 +684,12 @@ sync_on_lost (struct conn *c, bool fence)
   goodbye = c->c_peer_goodbye;
   was_primary = c->c_role == REPL_ROLE_PRIMARY;
   pthread_mutex_unlock (&p->pr_lock);
+  /* (A diskless Primary beside a storage one wrote through it alone:
+   * we hold what it forwarded, in its order; nothing to reconcile.) */
   if (!node->n_diskless && was_primary && !goodbye &&
-      node_role (node) != REPL_ROLE_PRIMARY)
+      node_role (node) != REPL_ROLE_PRIMARY &&
+      !(p->pr_cfg->nc_diskless && node->n_cfg.cf_two_primaries &&
+        !node_no_storage_primary (node)))
     reconcile (node, p);
   /* No Primary to follow now: are the others ahead of us? */
   if (was_primary && !node->n_diskless)

@@ -711,6 +711,10 @@ peer_thread (void *arg)
       node_peer_role_locked (node, p, true);
     pthread_mutex_unlock (&node->n_lock);
     node_quorum_changed (node);
+    /* A diskless node: a storage Primary to write through (allow-two-
+     * primaries, diskless.c). */
+    if (node->n_diskless && !c->c_peer_diskless)
+      diskless_route_update (node, NULL);
 
     sync_on_connect (c, &c->c_hello);
     conn_receive_loop (c);
@@ -729,7 +733,8 @@ peer_thread (void *arg)
      * resync. */
     pthread_mutex_lock (&p->pr_lock);
     tp_lost = primary && node->n_cfg.cf_two_primaries &&
-              c->c_role == REPL_ROLE_PRIMARY;
+              c->c_role == REPL_ROLE_PRIMARY &&
+              !node->n_diskless && !c->c_peer_diskless;
     pthread_mutex_unlock (&p->pr_lock);
     if (tp_lost)
       gen_two_primaries_lost (node);
@@ -746,6 +751,8 @@ peer_thread (void *arg)
     pthread_mutex_unlock (&node->n_lock);
     log_info ("peer %s: disconnected", name);
     node_quorum_changed (node);
+    if (node->n_diskless && !c->c_peer_diskless)
+      diskless_route_update (node, NULL);
     sync_on_lost (c, fence);
     {
       uint64_t lived = now_ns () - c->c_connected_ns;

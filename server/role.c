@@ -260,7 +260,7 @@ role_start_yield (struct repl_node *node, struct peer *p)
     {
       ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
       node_set_role_locked (node, REPL_ROLE_SECONDARY);
-      node->n_primary_id = p->pr_cfg->nc_id;
+      node_peer_role_locked (node, p, true);
       node->n_start_pending = false;
     }
     atomic_store (&node->n_gen_pending, false);
@@ -322,10 +322,13 @@ role_check_peer_role (struct repl_node *node, struct conn *c, uint32_t role,
   /* allow-two-primaries: the peer may be Primary beside us (the two
    * order their writes, two-primaries.c).  Only a storage peer in our
    * generation connects then: the decision at connect refuses a
-   * Primary that would be a sync target. */
-  if (node->n_cfg.cf_two_primaries && !c->c_peer_diskless &&
-      !node->n_diskless)
-    return 0;
+   * Primary that would be a sync target.  With diskless nodes, one
+   * storage and one diskless Primary (tp_check_pair). */
+  if (node->n_cfg.cf_two_primaries) {
+    if (!node->n_cfg.cf_has_diskless)
+      return 0;                 /* the only two nodes (config_load) */
+    return tp_check_pair (node, c, err, errlen);
+  }
   if (ours == REPL_ROLE_PRIMARY) {
     snprintf (err, errlen, "refusing connection: both this node and the "
               "peer are Primary; only one node may be primary%s",
@@ -396,19 +399,55 @@ role_tell_state (struct peer *p)
   pthread_mutex_unlock (&p->pr_lock);
   if ((c = peer_conn_get (p)) == NULL)
     return;
+  /* Counted for a diskless peer's ROUTED (two-primaries.c): what a
+   * storage node sends it (a diskless node counts what it takes). */
+  if (role == REPL_ROLE_PRIMARY && !node->n_diskless &&
+      p->pr_cfg->nc_diskless) {
+    pthread_mutex_lock (&p->pr_lock);
+    c->c_tp_primary_states++;
+    pthread_mutex_unlock (&p->pr_lock);
+  }
   out_msg_init (&om, REPL_MSG_STATE, flags, 0, disk, role, NULL, 0);
   conn_send_wait (c, &om);
   conn_put (c);
 }
 
-/* Tell every connected peer our role and disk state. */
+/* Tell the connected peers, diskless ones or storage ones, our role
+ * and disk state. */
 static void
-announce_state (struct repl_node *node)
+tell_peers (struct repl_node *node, bool diskless)
 {
   size_t i;
 
   for (i = 0; i < PEERS (node)->pl_n; i++)
-    role_tell_state (PEERS (node)->pl_peers[i]);
+    if (PEERS (node)->pl_peers[i]->pr_cfg->nc_diskless == diskless)
+      role_tell_state (PEERS (node)->pl_peers[i]);
+}
+
+/* Tell every connected peer our role and disk state.  A storage node
+ * with allow-two-primaries beside diskless nodes (two-primaries.c): as
+ * Primary, the diskless nodes first, and the storage nodes once every
+ * diskless one writes through us (tp_wait_routed); as Secondary, the
+ * storage nodes first, which a diskless Primary then writes to
+ * directly. */
+static void
+announce_state (struct repl_node *node)
+{
+  if (!node->n_cfg.cf_two_primaries || !node->n_cfg.cf_has_diskless ||
+      node->n_diskless) {
+    tell_peers (node, false);
+    tell_peers (node, true);
+    return;
+  }
+  if (node_role (node) == REPL_ROLE_PRIMARY) {
+    tell_peers (node, true);
+    tp_wait_routed (node);
+    tell_peers (node, false);
+  }
+  else {
+    tell_peers (node, false);
+    tell_peers (node, true);
+  }
 }
 
 static int
@@ -428,13 +467,17 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
 
     if (conn == NULL)
       continue;
-    if (conn->c_role == REPL_ROLE_PRIMARY)
+    if (conn->c_role == REPL_ROLE_PRIMARY) {
+      c.pc_peers_primary = primary != NULL;
       primary = p->pr_cfg->nc_name;
+      c.pc_peer_primary_diskless = conn->c_peer_diskless;
+    }
     if (!conn->c_peer_diskless && p->pr_disk == REPL_DISK_UPTODATE)
       c.pc_storage_uptodate = true;
   }
   c.pc_peer_primary = primary != NULL;
   c.pc_two_primaries = node->n_cfg.cf_two_primaries;
+  c.pc_has_diskless = node->n_cfg.cf_has_diskless;
   c.pc_quorum = node_has_quorum (node);
   pthread_mutex_lock (&node->n_lock);
   disk = c.pc_disk = node->n_disk;
@@ -442,7 +485,16 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
 
   switch (decide_promote (&c)) {
   case PROMOTE_REFUSE_PEER_PRIMARY:
-    if (node->n_cfg.cf_two_primaries)
+    if (node->n_cfg.cf_two_primaries && c.pc_peers_primary)
+      snprintf (err, errlen, "two peers are Primary already (%s and "
+                "another); allow-two-primaries allows two", primary);
+    else if (node->n_cfg.cf_two_primaries && node->n_cfg.cf_has_diskless)
+      snprintf (err, errlen, "peer %s is Primary; with diskless nodes "
+                "(allow-two-primaries) the second Primary must be %s, "
+                "with an UpToDate disk if it has one, and cannot be "
+                "forced", primary, c.pc_peer_primary_diskless
+                ? "a storage node" : "a diskless node");
+    else if (node->n_cfg.cf_two_primaries)
       snprintf (err, errlen, "peer %s is Primary; a second Primary "
                 "(allow-two-primaries) must have an UpToDate disk and "
                 "cannot be forced", primary);
@@ -513,12 +565,14 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
    * (it is behind, or a split brain). */
   atomic_store (&node->n_gen_pending, true);
   /* A connected peer whose disk is not UpToDate: reconnect, so that the
-   * decision is made again with this node as Primary, its source. */
+   * decision is made again with this node as Primary, its source (a
+   * diskless peer has nothing to resync, and may be Primary beside us:
+   * allow-two-primaries). */
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *p = PEERS (node)->pl_peers[i];
 
     pthread_mutex_lock (&p->pr_lock);
-    if (p->pr_disk != REPL_DISK_UPTODATE)
+    if (p->pr_disk != REPL_DISK_UPTODATE && !p->pr_cfg->nc_diskless)
       peer_fail_current_locked (p, "peer is %s and this node is now "
                                 "Primary; reconnecting to resync it",
                                 disk_state_name (p->pr_disk));
@@ -692,6 +746,11 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   pthread_mutex_lock (&p->pr_lock);
   if (c->c_role != h->offset)
     events_connection (p, "role:%s", role_name (h->offset));
+  /* A diskless node answers a storage node's every STATE saying
+   * Primary with ROUTED (diskless_route_update, two-primaries.c). */
+  if (node->n_diskless && !c->c_peer_diskless &&
+      h->offset == REPL_ROLE_PRIMARY)
+    c->c_tp_primary_states++;
   demoted = c->c_role == REPL_ROLE_PRIMARY && h->offset != REPL_ROLE_PRIMARY;
   c->c_role = h->offset;
   /* allow-two-primaries: a resync or verify held back while it was
@@ -732,5 +791,9 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   if (node->n_diskless && !c->c_peer_diskless &&
       h->seq == REPL_DISK_UPTODATE)
     diskless_peer_state (node, c);
+  /* A storage node became Primary, or no longer is: where our writes
+   * go (allow-two-primaries). */
+  if (node->n_diskless && !c->c_peer_diskless)
+    diskless_route_update (node, h->offset == REPL_ROLE_PRIMARY ? c : NULL);
   return 0;
 }

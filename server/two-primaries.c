@@ -254,6 +254,217 @@ tp_wait_lost (struct repl_node *node)
   }
 }
 
+/* ---- With diskless nodes: one storage and one diskless Primary ----
+ *
+ * Two storage Primaries order their writes between themselves (above);
+ * that works for two nodes only.  With diskless nodes the pair is one
+ * storage node S and one diskless node D, and there is nothing to
+ * resolve: D writes through S alone (diskless.c, its route), S takes
+ * D's writes into its interval lock like its own clients' and forwards
+ * them to the other storage nodes (forward.c, AWAY), in its one order,
+ * on the same connections as its own writes.  Every storage node then
+ * applies the overlapping writes of both in the order S did.  What has
+ * to be right is the change between the two ways D writes:
+ *
+ *  - S becomes Primary while D is (or may become) Primary: S tells the
+ *    diskless nodes first, and waits for each one's ROUTED (tp_wait_
+ *    routed): D then writes through S only, and none of its writes
+ *    that went straight to another storage node is in flight.  Only
+ *    then does S tell the storage nodes, and do its clients write
+ *    (n_role_unannounced).  A diskless node that does not answer
+ *    within net: timeout is dropped.
+ *
+ *  - S stops being Primary (demoted, or lost): D writes straight to
+ *    every target again.  Its writes to a range never overlap in
+ *    flight (its own interval lock), so one that went through S is
+ *    applied everywhere before the next one to the range goes out.  A
+ *    storage node that still follows S when such a write comes (S's
+ *    STATE, or its loss, has not reached it yet) waits for that,
+ *    bounded, and refuses the write if S is still its Primary then
+ *    (tp_beside_storage_primary): D cut off from a live S does not
+ *    write beside it.
+ *
+ * DRBD resolves overlapping writes of two Primaries per connection,
+ * between the two of them (drbd_receiver.c, handle_write_conflicts);
+ * a diskless Primary has no copy to resolve anything on, and one order
+ * made by one storage node serves every other storage node, however
+ * many.  The cost is a second hop for the diskless Primary's writes
+ * while a storage node is Primary beside it.  Two diskless Primaries,
+ * or two storage ones beside diskless nodes, are refused (tp_check_
+ * pair, decide_promote). */
+
+/* Peer p (on c) says it is Primary: with diskless nodes, allow it only
+ * if the Primaries, with it, are at most one storage node and one
+ * diskless node (this node, if it is Primary, and the connected
+ * peers).  Returns 0, or -1 with the reason in err. */
+int
+tp_check_pair (struct repl_node *node, struct conn *c, char *err,
+               size_t errlen)
+{
+  struct peer *p = c->c_peer;
+  const char *other = NULL;
+  unsigned storage = 0, diskless = 0;
+  size_t i;
+
+  if (node_role (node) == REPL_ROLE_PRIMARY) {
+    other = node->n_self->nc_name;
+    if (node->n_diskless)
+      diskless++;
+    else
+      storage++;
+  }
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    struct conn *qc;
+
+    if (q == p)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    qc = peer_conn_locked (q);
+    if (qc != NULL && qc->c_role == REPL_ROLE_PRIMARY) {
+      other = q->pr_cfg->nc_name;
+      if (q->pr_cfg->nc_diskless)
+        diskless++;
+      else
+        storage++;
+    }
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+  if (p->pr_cfg->nc_diskless)
+    diskless++;
+  else
+    storage++;
+  if (storage <= 1 && diskless <= 1)
+    return 0;
+  snprintf (err, errlen, "refusing connection: the peer says it is "
+            "Primary, and %s is Primary; with diskless nodes, allow-two-"
+            "primaries allows one storage Primary and one diskless Primary "
+            "at a time", other);
+  return -1;
+}
+
+/* This storage node became Primary beside diskless nodes, and each
+ * connected one has our STATE: wait for its ROUTED (see above), bounded
+ * by net: timeout; a diskless node that does not answer is dropped.
+ * Called by role_changed before the storage peers hear of us. */
+void
+tp_wait_routed (struct repl_node *node)
+{
+  uint64_t deadline = now_ns () +
+                      node->n_cfg.cf_timeout_ms * UINT64_C (1000000);
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+    struct conn *c;
+    uint64_t want;
+
+    if (!q->pr_cfg->nc_diskless || (c = peer_conn_locked (q)) == NULL)
+      continue;
+    want = c->c_tp_primary_states;
+    while (c->c_tp_routed < want && !c->c_failed && now_ns () < deadline) {
+      struct timespec ts = { .tv_sec = deadline / 1000000000,
+                             .tv_nsec = deadline % 1000000000 };
+
+      pthread_cond_timedwait (&q->pr_cond, &q->pr_lock, &ts);
+    }
+    if (c->c_failed)
+      continue;                 /* it writes to nobody through it */
+    if (c->c_tp_routed < want)
+      conn_fail_locked (c, "no ROUTED within net: timeout after we "
+                        "became Primary (allow-two-primaries): its "
+                        "writes may still go straight to other storage "
+                        "nodes");
+    else
+      log_info ("peer %s: writes through this node now",
+                q->pr_cfg->nc_name);
+  }
+}
+
+/* ROUTED from a diskless node (see above).  Returns 0, or -1 once the
+ * connection has failed. */
+int
+tp_handle_routed (struct conn *c, const struct repl_hdr *h)
+{
+  struct peer *p = c->c_peer;
+  struct repl_node *node = p->pr_node;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+
+  if (node->n_diskless || !c->c_peer_diskless ||
+      !node->n_cfg.cf_two_primaries || h->offset > c->c_tp_primary_states) {
+    conn_fail_locked (c, "protocol error: ROUTED %" PRIu64 " from %s (we "
+                      "sent %" PRIu64 " STATEs saying Primary)", h->offset,
+                      c->c_peer_diskless ? "a diskless node"
+                      : "a storage node", c->c_tp_primary_states);
+    return -1;
+  }
+  if (h->offset > c->c_tp_routed)
+    c->c_tp_routed = h->offset;
+  pthread_cond_broadcast (&p->pr_cond);
+  return 0;
+}
+
+/* Is a storage peer Primary, on a connection that has not failed? */
+static bool
+storage_primary_connected (struct repl_node *node)
+{
+  bool any = false;
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n && !any; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    struct conn *qc;
+
+    if (q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    qc = peer_conn_locked (q);
+    any = qc != NULL && qc->c_role == REPL_ROLE_PRIMARY;
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+  return any;
+}
+
+/* A data message (or AWAY) straight from diskless Primary c to this
+ * storage Secondary: refused while we follow a storage Primary (see
+ * above), after a bounded wait (half the ping timeout: nobody reads c
+ * meanwhile) for its loss or demotion to reach us.  True: refuse. */
+bool
+tp_beside_storage_primary (struct conn *c)
+{
+  struct repl_node *node = c->c_peer->pr_node;
+  uint64_t deadline;
+  bool waited = false;
+
+  if (!node->n_cfg.cf_two_primaries || !c->c_peer_diskless ||
+      node->n_diskless || node_role (node) == REPL_ROLE_PRIMARY)
+    return false;
+  deadline = now_ns () + node->n_cfg.cf_ping_timeout_ms * UINT64_C (500000);
+  while (storage_primary_connected (node)) {
+    struct timespec ts = deadline_after_ns (UINT64_C (10000000));
+
+    if (now_ns () >= deadline) {
+      if (waited)
+        atomic_store (&c->c_rx_forwarding, false);
+      return true;
+    }
+    if (!waited)
+      atomic_store (&c->c_rx_forwarding, true);
+    waited = true;
+    pthread_mutex_lock (&node->n_lock);
+    pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts);
+    pthread_mutex_unlock (&node->n_lock);
+  }
+  if (waited) {
+    c->c_last_recv_ns = now_ns ();
+    atomic_store (&c->c_rx_forwarding, false);
+    log_info ("peer %s: writes to this node directly again, now that no "
+              "storage node is Primary", c->c_peer->pr_cfg->nc_name);
+  }
+  return false;
+}
+
 /* replctl verify, resync, invalidate-remote and resize start an
  * exchange (a resync, a verify, RESIZE) that only a Secondary takes:
  * while this node is Primary and the other storage node is Primary
@@ -272,7 +483,7 @@ tp_refuse_beside_primary (struct repl_node *node, const char *what,
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
     struct conn *c = peer_conn_locked (p);
 
-    if (c != NULL && c->c_role == REPL_ROLE_PRIMARY) {
+    if (c != NULL && c->c_role == REPL_ROLE_PRIMARY && !c->c_peer_diskless) {
       snprintf (err, errlen, "peer %s is Primary too (allow-two-primaries): "
                 "%s runs only while one of the two is Secondary (replctl "
                 "secondary on one of them first)", p->pr_cfg->nc_name, what);
