@@ -78,7 +78,12 @@ enum repl_msg_type {
                                  connection closing next is no fault */
   REPL_MSG_STATE = 19,        /* the sender's role changed: offset = enum
                                  repl_role, seq = enum repl_disk_state;
-                                 no payload */
+                                 count = 0, or from a storage Primary
+                                 beside diskless nodes (allow-two-
+                                 primaries) the bit mask of the ids of
+                                 the diskless nodes that write through
+                                 it (their ROUTED came: server/two-
+                                 primaries.c); no payload */
   /* From a diskless primary to the storage nodes it writes to: */
   REPL_MSG_AWAY = 20,         /* unsequenced; offset = bit mask of the node
                                  ids that the sender's following writes

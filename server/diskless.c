@@ -365,7 +365,8 @@ route_target (struct peer *p, struct conn **held)
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
   struct conn *c = peer_conn_locked (p);
 
-  if (c == NULL || c->c_peer_diskless || c->c_role != REPL_ROLE_PRIMARY)
+  if (c == NULL || c->c_failed || c->c_peer_diskless ||
+      c->c_role != REPL_ROLE_PRIMARY)
     return false;
   if (held != NULL) {
     c->c_dl_writes++;
@@ -406,7 +407,16 @@ targets (struct repl_node *node, uint32_t skip, struct peer **tg,
       }
       return 1;
     }
+    /* Its connection failed, not yet torn down: straight to the
+     * targets, counted as such before anything goes (a ROUTED owed to
+     * another storage node must not overtake it). */
     g->dg_route = -1;
+    if (held != NULL && !g->dg_direct) {
+      pthread_mutex_lock (&node->n_lock);
+      node->n_dl_direct++;
+      pthread_mutex_unlock (&node->n_lock);
+      g->dg_direct = true;
+    }
   }
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *p = PEERS (node)->pl_peers[i];
@@ -490,8 +500,18 @@ send_routed (struct repl_node *node, const struct routed *rt)
     return;
   pthread_mutex_lock (&p->pr_lock);
   c = peer_conn_locked (p);
-  if (c != NULL && c->c_id == rt->rt_conn)
-    fence_queue_locked (c, REPL_MSG_ROUTED, 0, 0, rt->rt_count);
+  if (c != NULL && c->c_id == rt->rt_conn) {
+    /* Its own message: one queued before, not yet sent, is done first
+     * (bounded: the send timeout fails the connection). */
+    while (c->c_routed_queued && !c->c_routed_msg.om_done && !c->c_failed)
+      pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+    if (!c->c_failed) {
+      out_msg_init (&c->c_routed_msg, REPL_MSG_ROUTED, 0, 0, 0,
+                    rt->rt_count, NULL, 0);
+      c->c_routed_queued = true;
+      conn_queue_locked (c, &c->c_routed_msg);
+    }
+  }
   pthread_mutex_unlock (&p->pr_lock);
 }
 

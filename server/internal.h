@@ -170,7 +170,12 @@ extern int tp_refuse_beside_primary (struct repl_node *node, const char *what,
                                      char *err, size_t errlen);
 extern int tp_check_pair (struct repl_node *node, struct conn *c,
                           char *err, size_t errlen);
-extern void tp_wait_routed (struct repl_node *node);
+extern bool tp_routes_diskless (const struct repl_node *node);
+extern int tp_check_routed (struct repl_node *node, struct conn *c,
+                            uint32_t mask, char *err, size_t errlen);
+extern uint32_t tp_routed_mask (struct repl_node *node);
+extern int tp_take_routes (struct repl_node *node, char *err, size_t errlen);
+extern void tp_undo_promotion (struct repl_node *node, const char *why);
 extern int tp_handle_routed (struct conn *c, const struct repl_hdr *h);
 extern bool tp_beside_storage_primary (struct conn *c);
 
@@ -381,6 +386,7 @@ struct conn {
   uint64_t c_hello_changes;     /* ... the change count: what it expects
                                    a bitmap of */
   enum repl_disk_state c_hello_disk; /* ... and our disk state */
+  enum repl_role c_hello_role;  /* ... and our role */
   uint64_t c_size;              /* the peer's volume size as far as we
                                    know: its HELLO_STATE's, or ours once
                                    it grew to it (resize.c) */
@@ -406,11 +412,14 @@ struct conn {
   bool c_fence_queued;
   struct out_msg c_fence_msg;
   /* allow-two-primaries with diskless nodes (two-primaries.c): the
-   * STATEs saying Primary sent on it (storage node) or taken from it
-   * (diskless node), and on a storage node the highest count a ROUTED
-   * named.  pr_lock. */
+   * STATEs (and HELLO_STATE) saying Primary sent on it (storage node)
+   * or taken from it (diskless node), and on a storage node the highest
+   * count a ROUTED named.  A diskless node's ROUTED goes in its own
+   * message.  pr_lock. */
   uint64_t c_tp_primary_states;
   uint64_t c_tp_routed;
+  bool c_routed_queued;
+  struct out_msg c_routed_msg;
 };
 
 /* conn.c */
@@ -1207,7 +1216,7 @@ extern int engine_resume_io (struct repl_node *node, char *err,
                              size_t errlen);
 extern bool role_auto_promote_locked (struct repl_node *node);
 extern bool role_auto_demote_locked (struct repl_node *node);
-extern void role_changed (struct repl_node *node);
+extern int role_changed (struct repl_node *node, char *err, size_t errlen);
 extern bool node_has_quorum (struct repl_node *node);
 extern void node_quorum_changed (struct repl_node *node);
 extern int role_check_write (struct repl_node *node);

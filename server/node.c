@@ -507,8 +507,11 @@ engine_client_open (struct repl_node *node)
   if (r == 0)
     atomic_fetch_add (&node->n_clients, 1);
   pthread_mutex_unlock (&node->n_role_lock);
-  if (changed)
-    role_changed (node);
+  if (changed) {
+    char err[256];
+
+    role_changed (node, err, sizeof err);
+  }
   return r;
 }
 
@@ -522,8 +525,11 @@ engine_client_close (struct repl_node *node)
   if (atomic_fetch_sub (&node->n_clients, 1) == 1 && node->n_auto_promoted)
     changed = role_auto_demote_locked (node);
   pthread_mutex_unlock (&node->n_role_lock);
-  if (changed)
-    role_changed (node);
+  if (changed) {
+    char err[256];
+
+    role_changed (node, err, sizeof err);
+  }
 }
 
 int

@@ -238,6 +238,12 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
   if (node->n_diskless || c->c_peer_diskless) {
     if (node->n_diskless)
       diskless_peer_uuids (node, c);
+    /* A role change of ours during the handshake was told to the
+     * published connections only: this one hears it now (a storage
+     * Primary beside diskless nodes also waited for the handshake to
+     * end: tp_take_routes). */
+    else if (node_role (node) != c->c_hello_role)
+      role_tell_state (p);
     pthread_mutex_lock (&p->pr_lock);
     c->c_decided = true;
     pthread_mutex_unlock (&p->pr_lock);

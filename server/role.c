@@ -270,7 +270,11 @@ role_start_yield (struct repl_node *node, struct peer *p)
              "this node stays Secondary (two primaries would be a split "
              "brain; demote %s first to make this node Primary)",
              node->n_self->nc_name, p->pr_cfg->nc_name, p->pr_cfg->nc_name);
-  role_changed (node);
+  {
+    char err[256];
+
+    role_changed (node, err, sizeof err);
+  }
   return yielded;
 }
 
@@ -292,6 +296,31 @@ newer_primary (struct repl_node *node, struct conn *c)
          theirs.gu_history[0] == ours.gu_current;
 }
 
+/* Peer p (on c) says it is Primary while we follow primary_id, another
+ * storage peer q: if p holds a newer generation grown out of ours, q
+ * has not been heard of for a while (it was frozen, or cut off), and
+ * the others promoted p meanwhile: p is the Primary now, q one of the
+ * past that must not find a follower here.  Returns true if q was
+ * dropped. */
+static bool
+drop_earlier_primary (struct repl_node *node, struct conn *c, int primary_id)
+{
+  struct peer *p = c->c_peer;
+  struct peer *q;
+
+  if (primary_id < 0 || primary_id == (int) p->pr_cfg->nc_id ||
+      primary_id == (int) node->n_self->nc_id ||
+      (q = node_find_peer (node, primary_id)) == NULL ||
+      !newer_primary (node, c))
+    return false;
+  pthread_mutex_lock (&q->pr_lock);
+  peer_fail_current_locked (q, "peer %s became Primary in a newer "
+                            "generation; dropping the earlier Primary %s",
+                            p->pr_cfg->nc_name, q->pr_cfg->nc_name);
+  pthread_mutex_unlock (&q->pr_lock);
+  return true;
+}
+
 /* At most one Primary: a peer that says it is Primary (its hello once
  * it has authenticated, or a STATE) is refused while this node is a
  * confirmed Primary, or while another connected peer is Primary (a
@@ -309,6 +338,7 @@ role_check_peer_role (struct repl_node *node, struct conn *c, uint32_t role,
   struct peer *p = c->c_peer;
   enum repl_role ours;
   int primary_id;
+  uint32_t storage_primaries;
 
   pthread_mutex_lock (&p->pr_lock);
   p->pr_says_primary = role == REPL_ROLE_PRIMARY;
@@ -318,6 +348,7 @@ role_check_peer_role (struct repl_node *node, struct conn *c, uint32_t role,
   pthread_mutex_lock (&node->n_lock);
   ours = node->n_role;
   primary_id = node->n_primary_id;
+  storage_primaries = node->n_primaries_storage;
   pthread_mutex_unlock (&node->n_lock);
   /* allow-two-primaries: the peer may be Primary beside us (the two
    * order their writes, two-primaries.c).  Only a storage peer in our
@@ -327,6 +358,12 @@ role_check_peer_role (struct repl_node *node, struct conn *c, uint32_t role,
   if (node->n_cfg.cf_two_primaries) {
     if (!node->n_cfg.cf_has_diskless)
       return 0;                 /* the only two nodes (config_load) */
+    /* A storage Primary in a newer generation replaces the earlier
+     * storage one first (below), which tp_check_pair then no longer
+     * counts (n_primary_id names a storage Primary if there is one). */
+    if (!c->c_peer_diskless && ours != REPL_ROLE_PRIMARY &&
+        storage_primaries != 0)
+      drop_earlier_primary (node, c, __builtin_ctz (storage_primaries));
     return tp_check_pair (node, c, err, errlen);
   }
   if (ours == REPL_ROLE_PRIMARY) {
@@ -342,17 +379,8 @@ role_check_peer_role (struct repl_node *node, struct conn *c, uint32_t role,
     struct peer *q = node_find_peer (node, primary_id);
     const char *other = q ? q->pr_cfg->nc_name : "?";
 
-    if (q != NULL && newer_primary (node, c)) {
-      /* q has not been heard of for a while (it was frozen, or cut
-       * off), and the others promoted p meanwhile: p is the Primary
-       * now, q one of the past that must not find a follower here. */
-      pthread_mutex_lock (&q->pr_lock);
-      peer_fail_current_locked (q, "peer %s became Primary in a newer "
-                                "generation; dropping the earlier Primary "
-                                "%s", p->pr_cfg->nc_name, other);
-      pthread_mutex_unlock (&q->pr_lock);
+    if (q != NULL && drop_earlier_primary (node, c, primary_id))
       return 0;
-    }
     snprintf (err, errlen, "refusing connection: the peer says it is "
               "Primary, but this node is connected to Primary %s; only "
               "one node may be primary", other);
@@ -389,6 +417,7 @@ role_tell_state (struct peer *p)
   struct out_msg om;
   struct conn *c;
   uint16_t flags;
+  uint32_t routed = 0;
 
   pthread_mutex_lock (&node->n_lock);
   role = node->n_role;
@@ -400,14 +429,18 @@ role_tell_state (struct peer *p)
   if ((c = peer_conn_get (p)) == NULL)
     return;
   /* Counted for a diskless peer's ROUTED (two-primaries.c): what a
-   * storage node sends it (a diskless node counts what it takes). */
-  if (role == REPL_ROLE_PRIMARY && !node->n_diskless &&
-      p->pr_cfg->nc_diskless) {
-    pthread_mutex_lock (&p->pr_lock);
-    c->c_tp_primary_states++;
-    pthread_mutex_unlock (&p->pr_lock);
+   * storage node sends it (a diskless node counts what it takes); a
+   * storage peer learns which diskless nodes write through us. */
+  if (role == REPL_ROLE_PRIMARY && tp_routes_diskless (node)) {
+    if (p->pr_cfg->nc_diskless) {
+      pthread_mutex_lock (&p->pr_lock);
+      c->c_tp_primary_states++;
+      pthread_mutex_unlock (&p->pr_lock);
+    }
+    else
+      routed = tp_routed_mask (node);
   }
-  out_msg_init (&om, REPL_MSG_STATE, flags, 0, disk, role, NULL, 0);
+  out_msg_init (&om, REPL_MSG_STATE, flags, routed, disk, role, NULL, 0);
   conn_send_wait (c, &om);
   conn_put (c);
 }
@@ -426,28 +459,15 @@ tell_peers (struct repl_node *node, bool diskless)
 
 /* Tell every connected peer our role and disk state.  A storage node
  * with allow-two-primaries beside diskless nodes (two-primaries.c): as
- * Primary, the diskless nodes first, and the storage nodes once every
- * diskless one writes through us (tp_wait_routed); as Secondary, the
- * storage nodes first, which a diskless Primary then writes to
- * directly. */
+ * Primary, the diskless nodes were told first (tp_take_routes); as
+ * Secondary, the storage nodes first, which a diskless Primary then
+ * writes to directly. */
 static void
 announce_state (struct repl_node *node)
 {
-  if (!node->n_cfg.cf_two_primaries || !node->n_cfg.cf_has_diskless ||
-      node->n_diskless) {
-    tell_peers (node, false);
+  tell_peers (node, false);
+  if (!tp_routes_diskless (node) || node_role (node) != REPL_ROLE_PRIMARY)
     tell_peers (node, true);
-    return;
-  }
-  if (node_role (node) == REPL_ROLE_PRIMARY) {
-    tell_peers (node, true);
-    tp_wait_routed (node);
-    tell_peers (node, false);
-  }
-  else {
-    tell_peers (node, false);
-    tell_peers (node, true);
-  }
 }
 
 static int
@@ -630,9 +650,18 @@ demote (struct repl_node *node, char *err, size_t errlen)
 /* After a role change, with n_role_lock released (telling the peers
  * waits on the network): the peers learn the new role, and the
  * role-change handler runs. */
-void
-role_changed (struct repl_node *node)
+int
+role_changed (struct repl_node *node, char *err, size_t errlen)
 {
+  int r = 0;
+
+  /* Beside diskless nodes (allow-two-primaries) a new storage Primary
+   * takes their writes first, or is Secondary again (two-primaries.c). */
+  if (node_role (node) == REPL_ROLE_PRIMARY && tp_routes_diskless (node) &&
+      tp_take_routes (node, err, errlen) == -1) {
+    tp_undo_promotion (node, err);
+    r = -1;
+  }
   /* A new Primary starts a new generation at once if a peer is away,
    * not lazily at its first write (gen_before_write, unless a write came
    * first): an earlier Primary that comes back, perhaps after being
@@ -648,6 +677,7 @@ role_changed (struct repl_node *node)
   pthread_cond_broadcast (&node->n_cond);
   pthread_mutex_unlock (&node->n_lock);
   handler_run (node, REPL_HANDLER_ROLE_CHANGE, NULL);
+  return r;
 }
 
 /* auto-promote (DRBD 9's default): the first client open of a secondary
@@ -719,8 +749,8 @@ engine_set_role (struct repl_node *node, bool primary, bool force,
   if (r == 0)
     node->n_auto_promoted = false;
   pthread_mutex_unlock (&node->n_role_lock);
-  if (changed)
-    role_changed (node);
+  if (changed && role_changed (node, err, errlen) == -1)
+    r = -1;
   return r;
 }
 
@@ -739,7 +769,22 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
                " and disk state %" PRIu64, h->offset, h->seq);
     return -1;
   }
+  /* count: the diskless nodes that write through a storage Primary. */
+  if (h->count != 0 &&
+      (h->offset != REPL_ROLE_PRIMARY || c->c_peer_diskless ||
+       !node->n_cfg.cf_two_primaries ||
+       h->count >= UINT32_C (1) << REPL_MAX_NODES)) {
+    conn_fail (c, "protocol error: STATE (role %s) from a %s node with "
+               "routed mask 0x%" PRIx32, role_name (h->offset),
+               c->c_peer_diskless ? "diskless" : "storage", h->count);
+    return -1;
+  }
   if (role_check_peer_role (node, c, h->offset, err, sizeof err) == -1) {
+    conn_fail (c, "the peer became Primary: %s", err);
+    return -1;
+  }
+  if (h->offset == REPL_ROLE_PRIMARY &&
+      tp_check_routed (node, c, h->count, err, sizeof err) == -1) {
     conn_fail (c, "the peer became Primary: %s", err);
     return -1;
   }

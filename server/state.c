@@ -119,6 +119,7 @@ node_peer_role_locked (struct repl_node *node, const struct peer *p,
   else
     *mask &= ~bit;
   primary_id_locked (node);
+  pthread_cond_broadcast (&node->n_cond); /* tp_beside_storage_primary */
 }
 
 /* Change p's connection state along Connecting -> Handshake ->

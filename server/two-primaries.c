@@ -266,13 +266,28 @@ tp_wait_lost (struct repl_node *node)
  * applies the overlapping writes of both in the order S did.  What has
  * to be right is the change between the two ways D writes:
  *
- *  - S becomes Primary while D is (or may become) Primary: S tells the
- *    diskless nodes first, and waits for each one's ROUTED (tp_wait_
- *    routed): D then writes through S only, and none of its writes
- *    that went straight to another storage node is in flight.  Only
- *    then does S tell the storage nodes, and do its clients write
- *    (n_role_unannounced).  A diskless node that does not answer
- *    within net: timeout is dropped.
+ *  - S becomes Primary while D is (or may become) Primary
+ *    (tp_take_routes, from role_changed): S waits for the handshakes
+ *    with diskless nodes that are under way, tells the diskless nodes
+ *    first, and waits for each one's ROUTED: D then writes through S
+ *    only, and none of its writes that went straight to another
+ *    storage node is in flight.  Each STATE (or HELLO_STATE) saying
+ *    Primary that S sends a diskless node is counted, and ROUTED names
+ *    the count it answers, so an old answer is never taken for a new
+ *    one.  If a diskless Primary's connection fails, or its ROUTED does
+ *    not come within net: timeout, the promotion is undone
+ *    (tp_undo_promotion): its direct writes may still be on their way
+ *    to the others.  Only then does S start its generation, tell the
+ *    storage nodes, and do its clients write (n_role_unannounced).
+ *
+ *  - Its STATE to the storage nodes names the diskless nodes whose
+ *    ROUTED it holds (count, a bit mask).  A storage node T that has a
+ *    diskless Primary connected which is not named refuses S
+ *    (tp_check_routed): that one wrote to T directly and may go on,
+ *    and T could not order those writes with S's.  (S promoted while
+ *    cut off from D, which writes to T: the two sides become a split
+ *    brain that the next connection reports, not a silent
+ *    divergence.)
  *
  *  - S stops being Primary (demoted, or lost): D writes straight to
  *    every target again.  Its writes to a range never overlap in
@@ -280,7 +295,9 @@ tp_wait_lost (struct repl_node *node)
  *    applied everywhere before the next one to the range goes out.  A
  *    storage node that still follows S when such a write comes (S's
  *    STATE, or its loss, has not reached it yet) waits for that,
- *    bounded, and refuses the write if S is still its Primary then
+ *    bounded by a ping timeout and a ping interval (by then a silent S
+ *    has been noticed here too: D noticed it no earlier), and refuses
+ *    the write if S is still its Primary then
  *    (tp_beside_storage_primary): D cut off from a live S does not
  *    write beside it.
  *
@@ -293,10 +310,21 @@ tp_wait_lost (struct repl_node *node)
  * or two storage ones beside diskless nodes, are refused (tp_check_
  * pair, decide_promote). */
 
+/* Is this a storage node that takes diskless Primaries' writes through
+ * it when it is Primary (allow-two-primaries with diskless nodes)? */
+bool
+tp_routes_diskless (const struct repl_node *node)
+{
+  return !node->n_diskless && node->n_cfg.cf_two_primaries &&
+         node->n_cfg.cf_has_diskless;
+}
+
 /* Peer p (on c) says it is Primary: with diskless nodes, allow it only
  * if the Primaries, with it, are at most one storage node and one
- * diskless node (this node, if it is Primary, and the connected
- * peers).  Returns 0, or -1 with the reason in err. */
+ * diskless node (this node, if it is Primary, and the peers connected
+ * on connections that have not failed: a storage Primary in an older
+ * generation that p replaces was dropped by role_check_peer_role).
+ * Returns 0, or -1 with the reason in err. */
 int
 tp_check_pair (struct repl_node *node, struct conn *c, char *err,
                size_t errlen)
@@ -321,7 +349,7 @@ tp_check_pair (struct repl_node *node, struct conn *c, char *err,
       continue;
     pthread_mutex_lock (&q->pr_lock);
     qc = peer_conn_locked (q);
-    if (qc != NULL && qc->c_role == REPL_ROLE_PRIMARY) {
+    if (qc != NULL && !qc->c_failed && qc->c_role == REPL_ROLE_PRIMARY) {
       other = q->pr_cfg->nc_name;
       if (q->pr_cfg->nc_diskless)
         diskless++;
@@ -343,43 +371,138 @@ tp_check_pair (struct repl_node *node, struct conn *c, char *err,
   return -1;
 }
 
-/* This storage node became Primary beside diskless nodes, and each
- * connected one has our STATE: wait for its ROUTED (see above), bounded
- * by net: timeout; a diskless node that does not answer is dropped.
- * Called by role_changed before the storage peers hear of us. */
-void
-tp_wait_routed (struct repl_node *node)
+/* Storage peer S (on c) says in a STATE that it is Primary, and that the
+ * diskless nodes in mask write through it.  A diskless Primary connected
+ * here that is not in mask may write to us directly: refuse S (see
+ * above).  Returns 0, or -1 with the reason in err. */
+int
+tp_check_routed (struct repl_node *node, struct conn *c, uint32_t mask,
+                 char *err, size_t errlen)
 {
-  uint64_t deadline = now_ns () +
-                      node->n_cfg.cf_timeout_ms * UINT64_C (1000000);
+  size_t i;
+
+  if (!tp_routes_diskless (node) || c->c_peer_diskless)
+    return 0;
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+    struct conn *qc = peer_conn_locked (q);
+
+    if (!q->pr_cfg->nc_diskless || qc == NULL || qc->c_failed ||
+        qc->c_role != REPL_ROLE_PRIMARY || (mask & (UINT32_C (1) << q->pr_cfg->nc_id)) != 0)
+      continue;
+    snprintf (err, errlen, "refusing it: diskless Primary %s, connected "
+              "here, does not write through it (allow-two-primaries): "
+              "its writes to this node could not be ordered with the "
+              "peer's (the peer was promoted without a connection to %s?)",
+              q->pr_cfg->nc_name, q->pr_cfg->nc_name);
+    return -1;
+  }
+  return 0;
+}
+
+/* The diskless nodes whose ROUTED this storage Primary holds for every
+ * STATE saying Primary it sent them: the mask its STATE carries. */
+uint32_t
+tp_routed_mask (struct repl_node *node)
+{
+  uint32_t mask = 0;
   size_t i;
 
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *q = PEERS (node)->pl_peers[i];
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+    struct conn *c = peer_conn_locked (q);
+
+    if (q->pr_cfg->nc_diskless && c != NULL && !c->c_failed &&
+        c->c_tp_primary_states > 0 &&
+        c->c_tp_routed >= c->c_tp_primary_states)
+      mask |= UINT32_C (1) << q->pr_cfg->nc_id;
+  }
+  return mask;
+}
+
+/* This storage node became Primary beside diskless nodes (role_changed,
+ * before anything else is told of it): the handshakes with diskless
+ * nodes under way end first, then each connected diskless node hears
+ * our STATE and answers ROUTED (see above), all bounded by net:
+ * timeout.  A diskless Secondary that does not answer is dropped.
+ * Returns 0, or -1 with the reason in err if a diskless Primary was
+ * lost or did not answer: the caller undoes the promotion. */
+int
+tp_take_routes (struct repl_node *node, char *err, size_t errlen)
+{
+  uint64_t deadline = now_ns () +
+                      node->n_cfg.cf_timeout_ms * UINT64_C (1000000);
+  struct timespec ts = deadline_at_ns (deadline);
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+
+    while (q->pr_cfg->nc_diskless && q->pr_state == CONN_HANDSHAKE &&
+           !q->pr_stopping && now_ns () < deadline)
+      pthread_cond_timedwait (&q->pr_cond, &q->pr_lock, &ts);
+  }
+  for (i = 0; i < PEERS (node)->pl_n; i++)
+    if (PEERS (node)->pl_peers[i]->pr_cfg->nc_diskless)
+      role_tell_state (PEERS (node)->pl_peers[i]);
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
     struct conn *c;
     uint64_t want;
+    bool primary;
 
     if (!q->pr_cfg->nc_diskless || (c = peer_conn_locked (q)) == NULL)
       continue;
     want = c->c_tp_primary_states;
-    while (c->c_tp_routed < want && !c->c_failed && now_ns () < deadline) {
-      struct timespec ts = { .tv_sec = deadline / 1000000000,
-                             .tv_nsec = deadline % 1000000000 };
-
+    while (c->c_tp_routed < want && !c->c_failed && now_ns () < deadline)
       pthread_cond_timedwait (&q->pr_cond, &q->pr_lock, &ts);
-    }
-    if (c->c_failed)
-      continue;                 /* it writes to nobody through it */
-    if (c->c_tp_routed < want)
-      conn_fail_locked (c, "no ROUTED within net: timeout after we "
-                        "became Primary (allow-two-primaries): its "
-                        "writes may still go straight to other storage "
-                        "nodes");
-    else
+    if (c->c_tp_routed >= want) {
       log_info ("peer %s: writes through this node now",
                 q->pr_cfg->nc_name);
+      continue;
+    }
+    primary = c->c_role == REPL_ROLE_PRIMARY;
+    if (!c->c_failed)
+      conn_fail_locked (c, "no ROUTED within net: timeout after we "
+                        "became Primary (allow-two-primaries)");
+    if (primary) {
+      snprintf (err, errlen, "diskless Primary %s was lost, or did not "
+                "answer, before it wrote through this node (allow-two-"
+                "primaries): its direct writes to the other storage "
+                "nodes may still be on their way; try again once it is "
+                "connected", q->pr_cfg->nc_name);
+      return -1;
+    }
   }
+  return 0;
+}
+
+/* The promotion that tp_take_routes failed for is undone: this node is
+ * Secondary again (unless something else changed the role meanwhile);
+ * role_changed tells the peers. */
+void
+tp_undo_promotion (struct repl_node *node, const char *why)
+{
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_role_lock);
+
+    if (node_role (node) != REPL_ROLE_PRIMARY)
+      return;
+    if (meta_set_flags (node, 0, MD_FLAG_PRIMARY) == -1)
+      log_error ("node %s: cannot write the metadata (role flag)",
+                 node->n_self->nc_name);
+    pthread_mutex_lock (&node->n_lock);
+    node_set_role_locked (node, REPL_ROLE_SECONDARY);
+    pthread_mutex_unlock (&node->n_lock);
+    node->n_auto_promoted = false;
+  }
+  atomic_store (&node->n_gen_pending, false);
+  log_error ("node %s: promotion undone, Secondary again: %s",
+             node->n_self->nc_name, why);
 }
 
 /* ROUTED from a diskless node (see above).  Returns 0, or -1 once the
@@ -405,64 +528,42 @@ tp_handle_routed (struct conn *c, const struct repl_hdr *h)
   return 0;
 }
 
-/* Is a storage peer Primary, on a connection that has not failed? */
-static bool
-storage_primary_connected (struct repl_node *node)
-{
-  bool any = false;
-  size_t i;
-
-  for (i = 0; i < PEERS (node)->pl_n && !any; i++) {
-    struct peer *q = PEERS (node)->pl_peers[i];
-    struct conn *qc;
-
-    if (q->pr_cfg->nc_diskless)
-      continue;
-    pthread_mutex_lock (&q->pr_lock);
-    qc = peer_conn_locked (q);
-    any = qc != NULL && qc->c_role == REPL_ROLE_PRIMARY;
-    pthread_mutex_unlock (&q->pr_lock);
-  }
-  return any;
-}
-
 /* A data message (or AWAY) straight from diskless Primary c to this
  * storage Secondary: refused while we follow a storage Primary (see
- * above), after a bounded wait (half the ping timeout: nobody reads c
- * meanwhile) for its loss or demotion to reach us.  True: refuse. */
+ * above), after a bounded wait for its loss or demotion to reach us:
+ * a ping timeout and a ping interval (nobody reads c meanwhile: its
+ * reader forwards, c_rx_forwarding).  True: refuse. */
 bool
 tp_beside_storage_primary (struct conn *c)
 {
   struct repl_node *node = c->c_peer->pr_node;
-  uint64_t deadline;
-  bool waited = false;
+  struct timespec ts;
+  bool refuse;
 
-  if (!node->n_cfg.cf_two_primaries || !c->c_peer_diskless ||
-      node->n_diskless || node_role (node) == REPL_ROLE_PRIMARY)
+  if (!tp_routes_diskless (node) || !c->c_peer_diskless ||
+      node_role (node) == REPL_ROLE_PRIMARY)
     return false;
-  deadline = now_ns () + node->n_cfg.cf_ping_timeout_ms * UINT64_C (500000);
-  while (storage_primary_connected (node)) {
-    struct timespec ts = deadline_after_ns (UINT64_C (10000000));
-
-    if (now_ns () >= deadline) {
-      if (waited)
-        atomic_store (&c->c_rx_forwarding, false);
-      return true;
-    }
-    if (!waited)
-      atomic_store (&c->c_rx_forwarding, true);
-    waited = true;
-    pthread_mutex_lock (&node->n_lock);
-    pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts);
+  ts = deadline_after_ns ((node->n_cfg.cf_ping_timeout_ms +
+                           node->n_cfg.cf_ping_interval_ms) *
+                          UINT64_C (1000000));
+  pthread_mutex_lock (&node->n_lock);
+  if (node->n_primaries_storage == 0) {
     pthread_mutex_unlock (&node->n_lock);
+    return false;
   }
-  if (waited) {
-    c->c_last_recv_ns = now_ns ();
-    atomic_store (&c->c_rx_forwarding, false);
+  atomic_store (&c->c_rx_forwarding, true);
+  while (node->n_primaries_storage != 0 && !node->n_stopping &&
+         pthread_cond_timedwait (&node->n_cond, &node->n_lock,
+                                 &ts) != ETIMEDOUT)
+    ;
+  refuse = node->n_primaries_storage != 0;
+  pthread_mutex_unlock (&node->n_lock);
+  c->c_last_recv_ns = now_ns ();
+  atomic_store (&c->c_rx_forwarding, false);
+  if (!refuse)
     log_info ("peer %s: writes to this node directly again, now that no "
               "storage node is Primary", c->c_peer->pr_cfg->nc_name);
-  }
-  return false;
+  return refuse;
 }
 
 /* replctl verify, resync, invalidate-remote and resize start an
