@@ -526,6 +526,8 @@ void
 diskless_route_update (struct repl_node *node, struct conn *owed)
 {
   struct routed rt;
+  struct dl_gen g;
+  struct conn *stale = NULL;
   int route = -1, old;
   uint64_t count = 0;
   size_t i;
@@ -535,6 +537,10 @@ diskless_route_update (struct repl_node *node, struct conn *owed)
   {
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_dl_route_lock);
 
+    /* Only a storage Primary in our generation: one that was away while
+     * we wrote (frozen, cut off) and came back Primary missed writes
+     * of ours, and what went through it would reach nobody else. */
+    dl_gen_now (node, &g, false);
     for (i = 0; i < PEERS (node)->pl_n && route < 0; i++) {
       struct peer *q = PEERS (node)->pl_peers[i];
       struct conn *qc;
@@ -543,8 +549,12 @@ diskless_route_update (struct repl_node *node, struct conn *owed)
         continue;
       pthread_mutex_lock (&q->pr_lock);
       qc = peer_conn_locked (q);
-      if (qc != NULL && qc->c_role == REPL_ROLE_PRIMARY)
-        route = q->pr_cfg->nc_id;
+      if (qc != NULL && !qc->c_failed && qc->c_role == REPL_ROLE_PRIMARY) {
+        if (is_target_locked (q, &g))
+          route = q->pr_cfg->nc_id;
+        else if (stale == NULL)
+          stale = conn_get (qc);
+      }
       pthread_mutex_unlock (&q->pr_lock);
     }
     if (owed != NULL) {
@@ -575,6 +585,16 @@ diskless_route_update (struct repl_node *node, struct conn *owed)
                 "to every storage node again", node->n_self->nc_name);
   }
   send_routed (node, &rt);
+  /* A Primary that missed our writes: not beside us (its peers refuse
+   * it too, being ahead of it), until it is demoted and resynced. */
+  if (stale != NULL) {
+    if (route < 0 && node_role (node) == REPL_ROLE_PRIMARY)
+      conn_fail (stale, "storage Primary %s is not in our generation (it "
+                 "missed writes of ours while it was away): not writing "
+                 "through it; demote it (replctl secondary) to have it "
+                 "resynced", stale->c_peer->pr_cfg->nc_name);
+    conn_put (stale);
+  }
 }
 
 /* A write that went straight to its targets (route -1) is over. */

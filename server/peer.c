@@ -722,12 +722,13 @@ peer_thread (void *arg)
       node_peer_role_locked (node, p, true);
     pthread_mutex_unlock (&node->n_lock);
     node_quorum_changed (node);
-    /* A diskless node: a storage Primary to write through (allow-two-
-     * primaries, diskless.c). */
-    if (node->n_diskless && !c->c_peer_diskless)
-      diskless_route_update (node, c->c_tp_primary_states > 0 ? c : NULL);
 
     sync_on_connect (c, &c->c_hello);
+    /* A diskless node: a storage Primary to write through (allow-two-
+     * primaries, diskless.c), once its generation is known. */
+    if (node->n_diskless && !c->c_peer_diskless)
+      diskless_route_update (node, c->c_hello.role == REPL_ROLE_PRIMARY
+                                   ? c : NULL);
     conn_receive_loop (c);
 
     primary = node_role (node) == REPL_ROLE_PRIMARY;
