@@ -565,6 +565,10 @@ diskless_route_update (struct repl_node *node, struct conn *owed)
     pthread_mutex_lock (&node->n_lock);
     old = node->n_dl_route;
     node->n_dl_route = route;
+    if (old != route) {
+      node->n_dl_follow_seq++;
+      pthread_cond_broadcast (&node->n_cond);
+    }
     if (owed != NULL) {
       node->n_dl_owed_id = owed->c_peer->pr_cfg->nc_id;
       node->n_dl_owed_conn = owed->c_id;
@@ -595,6 +599,82 @@ diskless_route_update (struct repl_node *node, struct conn *owed)
                  "resynced", stale->c_peer->pr_cfg->nc_name);
     conn_put (stale);
   }
+}
+
+/* Storage peer c's STATE says which storage Primaries it follows
+ * (mask; allow-two-primaries): dl_wait_unfollowed waits for it. */
+void
+diskless_peer_follows (struct repl_node *node, struct conn *c,
+                       uint32_t mask)
+{
+  pthread_mutex_lock (&c->c_peer->pr_lock);
+  c->c_dl_follows = mask;
+  c->c_dl_follows_known = true;
+  pthread_mutex_unlock (&c->c_peer->pr_lock);
+  pthread_mutex_lock (&node->n_lock);
+  node->n_dl_follow_seq++;
+  pthread_cond_broadcast (&node->n_cond);
+  pthread_mutex_unlock (&node->n_lock);
+}
+
+/* allow-two-primaries: with no storage Primary to write through, a
+ * write of ours goes straight to the storage nodes, which must not
+ * follow a storage Primary then: they would refuse it (tp_beside_
+ * storage_primary), and the generation it may start would be taken by
+ * nobody.  Wait while a connected storage node follows one (its STATE
+ * says so), or has not said yet, bounded by a ping timeout and two
+ * ping intervals (a Primary that we lost is lost there by then, unless
+ * it is alive and only cut off from us: then we do not write beside
+ * it).  Returns 0, or -1 (the write fails, EIO). */
+static int
+dl_wait_unfollowed (struct repl_node *node)
+{
+  uint64_t deadline = now_ns () +
+                      (node->n_cfg.cf_ping_timeout_ms +
+                       2 * node->n_cfg.cf_ping_interval_ms) *
+                      UINT64_C (1000000);
+  struct timespec ts = deadline_at_ns (deadline);
+  const char *who = NULL;
+
+  for (;;) {
+    uint64_t seq;
+    size_t i;
+
+    pthread_mutex_lock (&node->n_lock);
+    seq = node->n_dl_follow_seq;
+    if (node->n_dl_route >= 0) {
+      pthread_mutex_unlock (&node->n_lock);
+      return 0;
+    }
+    pthread_mutex_unlock (&node->n_lock);
+    who = NULL;
+    for (i = 0; i < PEERS (node)->pl_n && who == NULL; i++) {
+      struct peer *q = PEERS (node)->pl_peers[i];
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+      struct conn *c = peer_conn_locked (q);
+
+      if (!q->pr_cfg->nc_diskless && c != NULL && !c->c_failed &&
+          (!c->c_dl_follows_known || c->c_dl_follows != 0))
+        who = q->pr_cfg->nc_name;
+    }
+    if (who == NULL)
+      return 0;
+    pthread_mutex_lock (&node->n_lock);
+    while (node->n_dl_follow_seq == seq && !node->n_stopping &&
+           pthread_cond_timedwait (&node->n_cond, &node->n_lock,
+                                   &ts) != ETIMEDOUT)
+      ;
+    if (node->n_dl_follow_seq == seq || node->n_stopping) {
+      pthread_mutex_unlock (&node->n_lock);
+      break;
+    }
+    pthread_mutex_unlock (&node->n_lock);
+  }
+  log_error ("node %s: write failed: storage node %s still follows a "
+             "storage Primary that our writes cannot go through "
+             "(allow-two-primaries: is the link to it down?)",
+             node->n_self->nc_name, who);
+  return -1;
 }
 
 /* A write that went straight to its targets (route -1) is over. */
@@ -977,6 +1057,11 @@ replicate (struct repl_node *node, enum repl_msg_type type,
 
   /* Bounded: a new generation starts only when a node goes away. */
   for (tries = 0; tries < 100; tries++) {
+    if (node->n_cfg.cf_two_primaries && type != REPL_MSG_FLUSH &&
+        dl_wait_unfollowed (node) == -1) {
+      errno = EIO;
+      return -1;
+    }
     nt = targets (node, 0, tg, held, &away, &g);
     if (away != 0 && type != REPL_MSG_FLUSH && g.dg_route < 0)
       targets_delay ();

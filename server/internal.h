@@ -418,6 +418,10 @@ struct conn {
    * message.  pr_lock. */
   uint64_t c_tp_primary_states;
   uint64_t c_tp_routed;
+  /* On a diskless node: the storage Primaries this storage peer
+   * follows, as its last STATE said (count), and whether one said. */
+  uint32_t c_dl_follows;
+  bool c_dl_follows_known;
   bool c_routed_queued;
   struct out_msg c_routed_msg;
 };
@@ -794,6 +798,8 @@ extern void diskless_route_update (struct repl_node *node,
                                    struct conn *owed);
 extern int diskless_route_name (struct repl_node *node, char *name,
                                 size_t len);
+extern void diskless_peer_follows (struct repl_node *node, struct conn *c,
+                                   uint32_t mask);
 
 extern void role_tell_state (struct peer *p);
 extern int gen_start_for_away (struct repl_node *node, uint32_t away,
@@ -1108,6 +1114,10 @@ struct repl_node {
                                    node, or -1 ... */
   uint64_t n_dl_owed_conn;      /* ... on its connection number ... */
   uint64_t n_dl_owed_count;     /* ... naming this many STATEs */
+  uint64_t n_dl_follow_seq;     /* bumped (n_cond broadcast) when a
+                                   peer's role, connection, what it
+                                   follows, or the route changes:
+                                   dl_wait_unfollowed */
   pthread_mutex_t n_dl_route_lock; /* serialises diskless_route_update
                                    (diskless.c); itself no n_lock field */
   /* A storage node's sync fence (forward.c).  n_lock guards these. */
@@ -1140,6 +1150,7 @@ struct repl_node {
 #define WORK_GEN_COMMIT 0x8     /* a write of our new generation
                                    completed: not tentative any more */
 extern void worker_post (struct repl_node *node, unsigned work);
+extern void worker_post_locked (struct repl_node *node, unsigned work);
 extern void *worker_thread (void *arg);
 
 /* node.c */

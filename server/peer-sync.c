@@ -241,8 +241,11 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
     /* A role change of ours during the handshake was told to the
      * published connections only: this one hears it now (a storage
      * Primary beside diskless nodes also waited for the handshake to
-     * end: tp_take_routes). */
-    else if (node_role (node) != c->c_hello_role)
+     * end: tp_take_routes).  Beside diskless nodes a Secondary's STATE
+     * also says which storage Primaries it follows, which a diskless
+     * Primary waits for before it writes to it directly. */
+    else if (node_role (node) != c->c_hello_role ||
+             tp_routes_diskless (node))
       role_tell_state (p);
     pthread_mutex_lock (&p->pr_lock);
     c->c_decided = true;

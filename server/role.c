@@ -417,28 +417,33 @@ role_tell_state (struct peer *p)
   struct out_msg om;
   struct conn *c;
   uint16_t flags;
-  uint32_t routed = 0;
+  uint32_t routed = 0, follows;
 
   pthread_mutex_lock (&node->n_lock);
   role = node->n_role;
   disk = node->n_disk;
+  follows = node->n_primaries_storage;
   pthread_mutex_unlock (&node->n_lock);
   pthread_mutex_lock (&p->pr_lock);
   flags = p->pr_pause_user ? REPL_FLAG_SYNC_PAUSED : 0;
   pthread_mutex_unlock (&p->pr_lock);
   if ((c = peer_conn_get (p)) == NULL)
     return;
-  /* Counted for a diskless peer's ROUTED (two-primaries.c): what a
-   * storage node sends it (a diskless node counts what it takes); a
-   * storage peer learns which diskless nodes write through us. */
-  if (role == REPL_ROLE_PRIMARY && tp_routes_diskless (node)) {
-    if (p->pr_cfg->nc_diskless) {
+  /* allow-two-primaries beside diskless nodes (two-primaries.c): a
+   * STATE saying Primary to a diskless peer is counted for its ROUTED
+   * (a diskless node counts what it takes); a storage peer learns which
+   * diskless nodes write through us; as Secondary, a diskless peer
+   * learns which storage Primaries we follow. */
+  if (tp_routes_diskless (node)) {
+    if (role == REPL_ROLE_PRIMARY && p->pr_cfg->nc_diskless) {
       pthread_mutex_lock (&p->pr_lock);
       c->c_tp_primary_states++;
       pthread_mutex_unlock (&p->pr_lock);
     }
-    else
+    else if (role == REPL_ROLE_PRIMARY)
       routed = tp_routed_mask (node);
+    else if (p->pr_cfg->nc_diskless)
+      routed = follows;
   }
   out_msg_init (&om, REPL_MSG_STATE, flags, routed, disk, role, NULL, 0);
   conn_send_wait (c, &om);
@@ -762,28 +767,39 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   char err[256];
-  bool demoted;
+  bool demoted, was_primary;
 
   if (h->offset > REPL_ROLE_MAX || h->seq > REPL_DISK_STATE_MAX) {
     conn_fail (c, "protocol error: STATE with role %" PRIu64
                " and disk state %" PRIu64, h->offset, h->seq);
     return -1;
   }
-  /* count: the diskless nodes that write through a storage Primary. */
+  /* count (allow-two-primaries): from a storage Primary to a storage
+   * node the diskless nodes that write through it; from a storage
+   * Secondary to a diskless node the storage Primaries it follows. */
   if (h->count != 0 &&
-      (h->offset != REPL_ROLE_PRIMARY || c->c_peer_diskless ||
-       !node->n_cfg.cf_two_primaries ||
-       h->count >= UINT32_C (1) << REPL_MAX_NODES)) {
+      (c->c_peer_diskless || !node->n_cfg.cf_two_primaries ||
+       h->count >= UINT32_C (1) << REPL_MAX_NODES ||
+       (h->offset == REPL_ROLE_PRIMARY) == node->n_diskless)) {
     conn_fail (c, "protocol error: STATE (role %s) from a %s node with "
-               "routed mask 0x%" PRIx32, role_name (h->offset),
+               "node mask 0x%" PRIx32, role_name (h->offset),
                c->c_peer_diskless ? "diskless" : "storage", h->count);
     return -1;
   }
+  if (node->n_diskless && !c->c_peer_diskless &&
+      node->n_cfg.cf_two_primaries)
+    diskless_peer_follows (node, c, h->offset == REPL_ROLE_PRIMARY
+                                    ? 0 : h->count);
   if (role_check_peer_role (node, c, h->offset, err, sizeof err) == -1) {
     conn_fail (c, "the peer became Primary: %s", err);
     return -1;
   }
-  if (h->offset == REPL_ROLE_PRIMARY &&
+  /* A storage peer that becomes Primary beside a diskless one (its
+   * STATE names the diskless nodes that write through it). */
+  pthread_mutex_lock (&p->pr_lock);
+  was_primary = c->c_role == REPL_ROLE_PRIMARY;
+  pthread_mutex_unlock (&p->pr_lock);
+  if (h->offset == REPL_ROLE_PRIMARY && !was_primary &&
       tp_check_routed (node, c, h->count, err, sizeof err) == -1) {
     conn_fail (c, "the peer became Primary: %s", err);
     return -1;

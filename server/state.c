@@ -119,7 +119,14 @@ node_peer_role_locked (struct repl_node *node, const struct peer *p,
   else
     *mask &= ~bit;
   primary_id_locked (node);
-  pthread_cond_broadcast (&node->n_cond); /* tp_beside_storage_primary */
+  /* Both wait for this: tp_beside_storage_primary and a diskless
+   * node's dl_wait_unfollowed; and a storage Secondary beside diskless
+   * nodes tells them what it follows now (role_tell_state). */
+  node->n_dl_follow_seq++;
+  pthread_cond_broadcast (&node->n_cond);
+  if (tp_routes_diskless (node) && node->n_role != REPL_ROLE_PRIMARY &&
+      !p->pr_cfg->nc_diskless)
+    worker_post_locked (node, WORK_ANNOUNCE);
 }
 
 /* Change p's connection state along Connecting -> Handshake ->
