@@ -78,12 +78,16 @@ enum repl_msg_type {
                                  connection closing next is no fault */
   REPL_MSG_STATE = 19,        /* the sender's role changed: offset = enum
                                  repl_role, seq = enum repl_disk_state;
-                                 count = 0, or from a storage Primary
-                                 beside diskless nodes (allow-two-
-                                 primaries) the bit mask of the ids of
-                                 the diskless nodes that write through
-                                 it (their ROUTED came: server/two-
-                                 primaries.c); no payload */
+                                 count = 0, or with allow-two-primaries
+                                 beside diskless nodes (server/two-
+                                 primaries.c) a bit mask of node ids:
+                                 from a storage Primary to a storage
+                                 node, the diskless nodes that write
+                                 through it (their ROUTED came); from a
+                                 storage Secondary to a diskless node,
+                                 the storage Primaries it follows (sent
+                                 after the handshake and whenever they
+                                 change); no payload */
   /* From a diskless primary to the storage nodes it writes to: */
   REPL_MSG_AWAY = 20,         /* unsequenced; offset = bit mask of the node
                                  ids that the sender's following writes

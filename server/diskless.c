@@ -304,7 +304,9 @@ struct dl_gen {
   uint64_t dg_prev;
   uint32_t dg_prev_targets;
   int dg_route;                 /* n_dl_route: the storage Primary the
-                                   write goes through, or -1 */
+                                   write goes through, or -1; -2: it
+                                   failed, and a storage node still
+                                   follows it (targets) */
   bool dg_direct;               /* counted in n_dl_direct (direct_done) */
 };
 
@@ -375,6 +377,27 @@ route_target (struct peer *p, struct conn **held)
   return true;
 }
 
+/* allow-two-primaries: a connected storage node that follows a storage
+ * Primary (its STATE says so: diskless_peer_follows), or has not said
+ * yet, which would refuse a write of ours that does not go through
+ * that Primary: its name, or NULL if there is none. */
+static const char *
+followed_by (struct repl_node *node)
+{
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+    struct conn *c = peer_conn_locked (q);
+
+    if (!q->pr_cfg->nc_diskless && c != NULL && !c->c_failed &&
+        (!c->c_dl_follows_known || c->c_dl_follows != 0))
+      return q->pr_cfg->nc_name;
+  }
+  return NULL;
+}
+
 /* The storage nodes we may write to and read from now (not those in
  * skip), into tg; returns how many.  The others' ids go into *away,
  * the generation they were checked against into *g.  For a
@@ -407,9 +430,15 @@ targets (struct repl_node *node, uint32_t skip, struct peer **tg,
       }
       return 1;
     }
-    /* Its connection failed, not yet torn down: straight to the
-     * targets, counted as such before anything goes (a ROUTED owed to
-     * another storage node must not overtake it). */
+    /* Its connection failed, not yet torn down.  While a storage node
+     * still follows it, nothing goes (-2: the caller waits,
+     * dl_wait_unfollowed); else straight to the targets, counted as
+     * such before anything goes (a ROUTED owed to another storage node
+     * must not overtake it). */
+    if (held != NULL && followed_by (node) != NULL) {
+      g->dg_route = -2;
+      return 0;
+    }
     g->dg_route = -1;
     if (held != NULL && !g->dg_direct) {
       pthread_mutex_lock (&node->n_lock);
@@ -634,30 +663,21 @@ dl_wait_unfollowed (struct repl_node *node)
                        2 * node->n_cfg.cf_ping_interval_ms) *
                       UINT64_C (1000000);
   struct timespec ts = deadline_at_ns (deadline);
-  const char *who = NULL;
+  const char *who;
 
   for (;;) {
+    struct peer *r;
     uint64_t seq;
-    size_t i;
+    int route;
 
     pthread_mutex_lock (&node->n_lock);
     seq = node->n_dl_follow_seq;
-    if (node->n_dl_route >= 0) {
-      pthread_mutex_unlock (&node->n_lock);
-      return 0;
-    }
+    route = node->n_dl_route;
     pthread_mutex_unlock (&node->n_lock);
-    who = NULL;
-    for (i = 0; i < PEERS (node)->pl_n && who == NULL; i++) {
-      struct peer *q = PEERS (node)->pl_peers[i];
-      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
-      struct conn *c = peer_conn_locked (q);
-
-      if (!q->pr_cfg->nc_diskless && c != NULL && !c->c_failed &&
-          (!c->c_dl_follows_known || c->c_dl_follows != 0))
-        who = q->pr_cfg->nc_name;
-    }
-    if (who == NULL)
+    if (route >= 0 && (r = node_find_peer (node, route)) != NULL &&
+        route_target (r, NULL))
+      return 0;
+    if ((who = followed_by (node)) == NULL)
       return 0;
     pthread_mutex_lock (&node->n_lock);
     while (node->n_dl_follow_seq == seq && !node->n_stopping &&
@@ -1057,12 +1077,13 @@ replicate (struct repl_node *node, enum repl_msg_type type,
 
   /* Bounded: a new generation starts only when a node goes away. */
   for (tries = 0; tries < 100; tries++) {
-    if (node->n_cfg.cf_two_primaries && type != REPL_MSG_FLUSH &&
-        dl_wait_unfollowed (node) == -1) {
+    if (node->n_cfg.cf_two_primaries && dl_wait_unfollowed (node) == -1) {
       errno = EIO;
       return -1;
     }
     nt = targets (node, 0, tg, held, &away, &g);
+    if (g.dg_route == -2)
+      continue;                 /* nothing held: wait above, again */
     if (away != 0 && type != REPL_MSG_FLUSH && g.dg_route < 0)
       targets_delay ();
     r = replicate_to (node, type, buf, count, offset, flags, tg, held, nt,

@@ -112,6 +112,7 @@ node_peer_role_locked (struct repl_node *node, const struct peer *p,
   uint32_t bit = UINT32_C (1) << p->pr_cfg->nc_id;
   uint32_t *mask = p->pr_cfg->nc_diskless ? &node->n_primaries_diskless
                                           : &node->n_primaries_storage;
+  uint32_t was = *mask;
 
   ASSERT_LOCKED (&node->n_lock);
   if (primary)
@@ -120,12 +121,13 @@ node_peer_role_locked (struct repl_node *node, const struct peer *p,
     *mask &= ~bit;
   primary_id_locked (node);
   /* Both wait for this: tp_beside_storage_primary and a diskless
-   * node's dl_wait_unfollowed; and a storage Secondary beside diskless
-   * nodes tells them what it follows now (role_tell_state). */
+   * node's dl_wait_unfollowed. */
   node->n_dl_follow_seq++;
   pthread_cond_broadcast (&node->n_cond);
-  if (tp_routes_diskless (node) && node->n_role != REPL_ROLE_PRIMARY &&
-      !p->pr_cfg->nc_diskless)
+  /* A storage Secondary beside diskless nodes tells them which storage
+   * Primaries it follows now (role_tell_state), on a change only. */
+  if (*mask != was && tp_routes_diskless (node) &&
+      node->n_role != REPL_ROLE_PRIMARY && !p->pr_cfg->nc_diskless)
     worker_post_locked (node, WORK_ANNOUNCE);
 }
 

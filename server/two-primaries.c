@@ -292,14 +292,22 @@ tp_wait_lost (struct repl_node *node)
  *  - S stops being Primary (demoted, or lost): D writes straight to
  *    every target again.  Its writes to a range never overlap in
  *    flight (its own interval lock), so one that went through S is
- *    applied everywhere before the next one to the range goes out.  A
- *    storage node that still follows S when such a write comes (S's
- *    STATE, or its loss, has not reached it yet) waits for that,
- *    bounded by a ping timeout and a ping interval (by then a silent S
- *    has been noticed here too: D noticed it no earlier), and refuses
- *    the write if S is still its Primary then
- *    (tp_beside_storage_primary): D cut off from a live S does not
- *    write beside it.
+ *    applied everywhere before the next one to the range goes out.
+ *    Each storage Secondary tells the diskless nodes which storage
+ *    Primaries it follows (STATE count, role_tell_state), and D writes
+ *    straight only once none of them follows one (dl_wait_unfollowed,
+ *    bounded by a ping timeout and two ping intervals: by then a silent
+ *    S has been noticed there too, as D noticed it); else the write
+ *    fails: D cut off from a live S does not write beside it, and
+ *    starts no generation that nobody takes.  A storage node that
+ *    still follows S when a direct write comes anyway refuses it after
+ *    the same kind of wait (tp_beside_storage_primary).
+ *
+ *  - D takes only a storage Primary in its generation for its route
+ *    (diskless_route_update): one that was away while D wrote (frozen
+ *    past ping-timeout, cut off) and comes back Primary missed D's
+ *    writes, and its peers do not follow it; D drops the connection
+ *    until it is demoted and resynced.
  *
  * DRBD resolves overlapping writes of two Primaries per connection,
  * between the two of them (drbd_receiver.c, handle_write_conflicts);
