@@ -216,8 +216,9 @@ peer_generation (struct repl_node *node, struct conn *c, bool uuids)
   struct peer *p = c->c_peer;
   struct gen_uuids u;
   enum repl_disk_state disk;
-  uint64_t size = c->c_hello.size, current;
-  bool adopted = false;
+  uint64_t size = c->c_hello.size, current, prev;
+  uint32_t prev_targets;
+  bool adopted = false, in_gen;
   size_t i;
 
   if (c->c_peer_diskless)
@@ -243,6 +244,8 @@ peer_generation (struct repl_node *node, struct conn *c, bool uuids)
     adopted = true;
   }
   current = node->n_dl_current;
+  prev = node->n_dl_prev;
+  prev_targets = node->n_dl_prev_targets;
   pthread_mutex_unlock (&node->n_lock);
 
   if (adopted)
@@ -257,7 +260,15 @@ peer_generation (struct repl_node *node, struct conn *c, bool uuids)
       pthread_mutex_unlock (&q->pr_lock);
     }
   pthread_mutex_lock (&p->pr_lock);
-  c->c_dl_in_gen = c->c_peer_uuids.gu_current == current;
+  /* In our generation, or a target of the write that started it (its
+   * AWAY may be on its way: is_target_locked).  A STATE says nothing
+   * new of its generation: it only ever finds it in ours (a new one of
+   * ours started meanwhile would otherwise put it out). */
+  in_gen = c->c_peer_uuids.gu_current == current ||
+           (prev != 0 && c->c_peer_uuids.gu_current == prev &&
+            (prev_targets & id_bit (p)) != 0);
+  if (uuids || in_gen)
+    c->c_dl_in_gen = in_gen;
   /* A node that left our targets for a resync (SYNC_FENCE) reports its
    * UUIDS when that ends: it may be a target again. */
   if (uuids && c->c_dl_leaving && !c->c_dl_fence_pending) {
@@ -375,6 +386,38 @@ route_target (struct peer *p, struct conn **held)
     *held = conn_get (c);
   }
   return true;
+}
+
+/* allow-two-primaries: may storage peer c, which says it is Primary
+ * (its hello or a STATE), be Primary beside us?  Not while we are
+ * Primary and it is outside our generation (neither in it nor in one
+ * grown out of it): it was away while we wrote (frozen, cut off) and
+ * missed those writes; connected, it would also count us for its
+ * quorum and answer its own held writes in a generation of its own.
+ * Returns 0, or -1 with the reason in err. */
+int
+diskless_check_storage_primary (struct repl_node *node, struct conn *c,
+                                char *err, size_t errlen)
+{
+  struct gen_uuids u;
+  uint64_t current;
+
+  if (!node->n_diskless || c->c_peer_diskless ||
+      !node->n_cfg.cf_two_primaries || node_role (node) != REPL_ROLE_PRIMARY)
+    return 0;
+  pthread_mutex_lock (&c->c_peer->pr_lock);
+  u = c->c_peer_uuids;
+  pthread_mutex_unlock (&c->c_peer->pr_lock);
+  pthread_mutex_lock (&node->n_lock);
+  current = node->n_dl_current;
+  pthread_mutex_unlock (&node->n_lock);
+  if (current == 0 || u.gu_current == current || newer (&u, current))
+    return 0;
+  snprintf (err, errlen, "refusing connection: the peer says it is "
+            "Primary, but it is not in our generation (it missed writes "
+            "of ours while it was away): demote it (replctl secondary) to "
+            "have it resynced");
+  return -1;
 }
 
 /* allow-two-primaries: a connected storage node that follows a storage
@@ -597,6 +640,10 @@ diskless_route_update (struct repl_node *node, struct conn *owed)
     if (old != route) {
       node->n_dl_follow_seq++;
       pthread_cond_broadcast (&node->n_cond);
+      /* What we knew away in our generation is the storage Primary's
+       * to know while we write through it, and no longer ours after:
+       * the first write with a node away starts a new one again. */
+      node->n_dl_gen_away = 0;
     }
     if (owed != NULL) {
       node->n_dl_owed_id = owed->c_peer->pr_cfg->nc_id;

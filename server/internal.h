@@ -800,6 +800,9 @@ extern int diskless_route_name (struct repl_node *node, char *name,
                                 size_t len);
 extern void diskless_peer_follows (struct repl_node *node, struct conn *c,
                                    uint32_t mask);
+extern int diskless_check_storage_primary (struct repl_node *node,
+                                           struct conn *c, char *err,
+                                           size_t errlen);
 
 extern void role_tell_state (struct peer *p);
 extern int gen_start_for_away (struct repl_node *node, uint32_t away,
@@ -1062,6 +1065,8 @@ struct repl_node {
   _Atomic uint64_t n_gen_started; /* ... its current UUID: the one
                                    gen_commit may clear GU_FLAG_TENTATIVE
                                    of */
+  _Atomic uint64_t n_tick_ns;   /* when the ticker last ran (ticker.c),
+                                   0 before it first did */
   atomic_bool n_gen_pending;    /* a peer may be away with bitmap UUID 0:
                                    check before the next write
                                    (gen_before_write) */

@@ -31,6 +31,16 @@ node_has_quorum (struct repl_node *node)
 
   if (node->n_cfg.cf_quorum == REPL_QUORUM_OFF)
     return true;
+  /* Nor any peer while the ticker has not run for ping-timeout: this
+   * node was stopped (or starved), and what its receivers read now
+   * was sent before; the ticker drops those connections first thing
+   * (ticker.c). */
+  {
+    uint64_t tick = atomic_load (&node->n_tick_ns);
+
+    if (tick != 0 && now > tick && now - tick > fresh)
+      return false;
+  }
   /* A peer counts if it is connected, has sent something on this
    * connection (c_heard: a peer that refuses it at the end of its own
    * handshake never does) and was heard from within ping-timeout: a
@@ -364,6 +374,8 @@ role_check_peer_role (struct repl_node *node, struct conn *c, uint32_t role,
     if (!c->c_peer_diskless && ours != REPL_ROLE_PRIMARY &&
         storage_primaries != 0)
       drop_earlier_primary (node, c, __builtin_ctz (storage_primaries));
+    if (diskless_check_storage_primary (node, c, err, errlen) == -1)
+      return -1;
     return tp_check_pair (node, c, err, errlen);
   }
   if (ours == REPL_ROLE_PRIMARY) {
