@@ -352,6 +352,14 @@ stream_new (int fd, SSL *ssl)
      * to the front of its buffer before each record: a batch of n
      * records costs n²/2 records' worth of memmove.) */
     SSL_set_read_ahead (ssl, !st->st_own_io);
+    /* Own I/O: one SSL_write_ex writes all the records of what it is
+     * given, until st_tx is full (SSL_ERROR_WANT_WRITE: tx_flush, then
+     * the same call again), not one record per call: a 1 MiB payload
+     * costs a call (and a turn of st_ssl_lock) per st_tx, not 64.  The
+     * socket BIO keeps partial writes: each SSL_write_ex returns what
+     * the socket took. */
+    if (st->st_own_io)
+      SSL_clear_mode (ssl, SSL_MODE_ENABLE_PARTIAL_WRITE);
     /* Every message is framed: a cut one is seen as such. */
     SSL_set_options (ssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
   }
