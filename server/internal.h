@@ -963,7 +963,7 @@ struct handlers {
  *                     under any of the above, nothing taken under it
  *   st_ssl_lock       one stream's TLS session (peer-stream.c): held
  *                     only around an SSL_* call or an update of its
- *                     cipher text buffers' offsets, taken under pr_lock
+ *                     send buffer's offsets, taken under pr_lock
  *                     (the ticker's ping) or none; nothing under it
  *
  * No lock but the range lock is held across a network wait; a function

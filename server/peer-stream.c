@@ -34,7 +34,8 @@
  * handshake the one thread running it.  A reader and a sender run at
  * the same time, and an SSL object must not be used by two threads at
  * once: st_ssl_lock is held around each SSL_* call and around the
- * updates of st_rx's and st_tx's offsets, never across a wait.  With
+ * updates of st_tx's offsets, never across a wait (st_rx is the
+ * reader's alone: only its SSL_read takes from it).  With
  * the socket BIO (kernel TLS), a call that cannot go on says what it
  * waits for:
  *
@@ -119,8 +120,8 @@ struct stream {
   _Atomic unsigned st_send_timeout_ms; /* TLS: a send making no progress
                                    for this long fails (EAGAIN) */
   pthread_mutex_t st_ssl_lock;  /* guards st_ssl, st_pend, st_why and
-                                   the offsets of st_rx and st_tx; held
-                                   only around SSL_* calls and those
+                                   the offsets of st_tx; held only
+                                   around SSL_* calls and those
                                    offsets' updates, never across a
                                    wait; innermost (taken under pr_lock
                                    by the ticker, nothing taken under
@@ -136,10 +137,10 @@ struct stream {
   bool st_own_io;               /* set once, in stream_new */
   uint8_t *st_rx;               /* cipher text received, [st_rx_off,
                                    st_rx_len) not yet taken by OpenSSL:
-                                   under st_ssl_lock; only the reader
-                                   adds (receiving past st_rx_len
-                                   without the lock, then moving
-                                   st_rx_len under it) or moves bytes */
+                                   the reader's alone, without a lock
+                                   (rx_fill, and stream_bio_read inside
+                                   the reader's SSL_read; OpenSSL's
+                                   other calls find nothing there) */
   size_t st_rx_off, st_rx_len;
   uint8_t *st_tx;               /* cipher text from OpenSSL, [st_tx_off,
                                    st_tx_len) not yet sent: under
@@ -155,6 +156,9 @@ struct stream {
   bool st_in_write;             /* an SSL_write is running (under
                                    st_ssl_lock): it keeps out of
                                    ST_TX_RESERVE */
+  bool st_in_read;              /* the reader's SSL_read is running
+                                   (under st_ssl_lock): only it may
+                                   take from st_rx */
 };
 
 static int
@@ -182,12 +186,16 @@ tls_kind (SSL *ssl)
 
 /* ---- Own I/O: our BIO between OpenSSL and the buffers --------------- */
 
-/* Called by OpenSSL inside an SSL_* call, so under st_ssl_lock. */
+/* Called by OpenSSL inside an SSL_* call, so under st_ssl_lock.  Only
+ * the reader's SSL_read takes from st_rx, which the reader fills
+ * without the lock: any other call that wants input (TLS 1.3 after the
+ * handshake has none that should) finds none, as if st_rx were empty
+ * (a sender then waits for the reader: tls_write_all). */
 static int
 stream_bio_read (BIO *b, char *buf, size_t len, size_t *n)
 {
   struct stream *st = BIO_get_data (b);
-  size_t have = st->st_rx_len - st->st_rx_off;
+  size_t have = st->st_in_read ? st->st_rx_len - st->st_rx_off : 0;
 
   BIO_clear_retry_flags (b);
   *n = 0;
@@ -344,6 +352,14 @@ stream_new (int fd, SSL *ssl)
      * to the front of its buffer before each record: a batch of n
      * records costs n²/2 records' worth of memmove.) */
     SSL_set_read_ahead (ssl, !st->st_own_io);
+    /* Own I/O: one SSL_write_ex writes all the records of what it is
+     * given, until st_tx is full (SSL_ERROR_WANT_WRITE: tx_flush, then
+     * the same call again), not one record per call: a 1 MiB payload
+     * costs a call (and a turn of st_ssl_lock) per st_tx, not 64.  The
+     * socket BIO keeps partial writes: each SSL_write_ex returns what
+     * the socket took. */
+    if (st->st_own_io)
+      SSL_clear_mode (ssl, SSL_MODE_ENABLE_PARTIAL_WRITE);
     /* Every message is framed: a cut one is seen as such. */
     SSL_set_options (ssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
   }
@@ -454,9 +470,10 @@ tls_call (struct stream *st, bool write, const void *buf, size_t len,
   errno = 0;
   *n = 0;
   st->st_in_write = write;
+  st->st_in_read = !write;
   r = write ? SSL_write_ex (st->st_ssl, buf, len, n)
             : SSL_read_ex (st->st_ssl, (void *) buf, len, n);
-  st->st_in_write = false;
+  st->st_in_write = st->st_in_read = false;
   if (pending)
     *pending = SSL_has_pending (st->st_ssl) ||
                st->st_rx_off < st->st_rx_len;
@@ -600,7 +617,9 @@ tx_flush (struct stream *st, bool try, int timeout_ms, int timeout_errno)
  * OpenSSL has emptied: it asked for more), at least a byte.  With
  * neither a timeout nor stop_fd (the receive loop) in one blocking recv,
  * as with plain TCP; else poll, then recv.  Returns the bytes, 0 at the
- * end of the stream, -1 with errno (EAGAIN: nothing yet, try again). */
+ * end of the stream, -1 with errno (EAGAIN: nothing yet, try again).
+ * st_rx is the reader's: no lock (a sender's SSL_write meanwhile does
+ * not wait for us, nor we for it). */
 static ssize_t
 rx_fill (struct stream *st, int timeout_ms, int stop_fd)
 {
@@ -608,24 +627,22 @@ rx_fill (struct stream *st, int timeout_ms, int stop_fd)
   size_t pos;
   ssize_t r;
 
-  {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
-    if (st->st_rx_off == st->st_rx_len)
-      st->st_rx_off = st->st_rx_len = 0;
-    else if (st->st_rx_off > 0) {
-      memmove (st->st_rx, st->st_rx + st->st_rx_off,
-               st->st_rx_len - st->st_rx_off);
-      st->st_rx_len -= st->st_rx_off;
-      st->st_rx_off = 0;
-    }
-    pos = st->st_rx_len;
-    if (pos == ST_RX_SIZE) {    /* cannot happen: OpenSSL takes what
+  if (st->st_rx_off == st->st_rx_len)
+    st->st_rx_off = st->st_rx_len = 0;
+  else if (st->st_rx_off > 0) {
+    memmove (st->st_rx, st->st_rx + st->st_rx_off,
+             st->st_rx_len - st->st_rx_off);
+    st->st_rx_len -= st->st_rx_off;
+    st->st_rx_off = 0;
+  }
+  pos = st->st_rx_len;
+  if (pos == ST_RX_SIZE) {      /* cannot happen: OpenSSL takes what
                                    there is before it asks for more */
-      snprintf (st->st_why, sizeof st->st_why,
-                "TLS: more wanted with %u bytes unread", ST_RX_SIZE);
-      errno = EPROTO;
-      return -1;
-    }
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
+    snprintf (st->st_why, sizeof st->st_why,
+              "TLS: more wanted with %u bytes unread", ST_RX_SIZE);
+    errno = EPROTO;
+    return -1;
   }
   if (!block) {
     int w = tls_wait (st, POLLIN, timeout_ms, stop_fd);
@@ -641,11 +658,8 @@ rx_fill (struct stream *st, int timeout_ms, int stop_fd)
     r = recv (st->st_fd, st->st_rx + pos, ST_RX_SIZE - pos,
               block ? 0 : MSG_DONTWAIT);
   while (r == -1 && errno == EINTR);
-  if (r > 0) {
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&st->st_ssl_lock);
-    assert (st->st_rx_len == pos);
+  if (r > 0)
     st->st_rx_len = pos + r;
-  }
   return r;
 }
 

@@ -193,6 +193,28 @@ write_random node0 0 1
 info "certificate from another CA: refused"
 stop_node node1
 
+# The cipher suite: nodes use the one the dialling node puts first,
+# AES-128-GCM (common/tls.c; OpenSSL's own order puts AES-256-GCM
+# first).  openssl s_server with node1's certificate stands in for
+# node1 and says what node0 agreed to.  Its standard input is a FIFO
+# held open here: at the end of its input it would stop at once.
+mkfifo "$tmpdir/s_server.in"
+exec 7<>"$tmpdir/s_server.in"
+( cd "$tmpdir" && exec timeout 30 openssl s_server -naccept 1 -tls1_3 \
+      -accept "$port1" -cert node1.crt -key node1.key -CAfile ca.crt \
+      -Verify 2 ) <&7 > "$tmpdir/s_server.out" 2>&1 &
+s_server=$!
+for (( i=0; i<300; i++ )); do
+    grep -q "^CIPHER is" "$tmpdir/s_server.out" && break
+    sleep 0.1
+done
+kill "$s_server" 2>/dev/null || true
+wait "$s_server" 2>/dev/null || true
+exec 7>&-
+grep -q "^CIPHER is TLS_AES_128_GCM_SHA256\$" "$tmpdir/s_server.out" ||
+    fail "certificates: not TLS_AES_128_GCM_SHA256: $(grep -a -i cipher "$tmpdir/s_server.out")"
+info "certificates: the nodes agree on TLS_AES_128_GCM_SHA256"
+
 # A client whose certificate (node1's, valid) names another node than the
 # node0 its hello claims: node1 refuses it after the hello, and sends
 # it nothing.
