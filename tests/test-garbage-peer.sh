@@ -70,7 +70,7 @@ expect_log "bad hello: .*version 99"
 
 # A node of protocol version 3 (its HELLO is 144 bytes): named for it.
 send "$(hello 3 r0)"
-expect_log "bad hello: HELLO: version 3 not supported (want 4)"
+expect_log "bad hello: HELLO: version 3 not supported (want 5)"
 
 send "$(hello 4 r0 7 1)"
 expect_log "node id 7 is not a peer"
