@@ -454,8 +454,6 @@ wire_encode_hello_state (const struct repl_hello *hello,
   put_be64 (out + 8, hello->size);
   wire_encode_uuids (&hello->uuids, out + 16);
   put_be64 (out + 56, hello->primary_since);
-  put_be32 (out + 64, hello->routed);
-  put_be32 (out + 68, 0);
 }
 
 void
@@ -550,14 +548,7 @@ wire_decode_hello_state (const uint8_t *in, size_t len,
                          err, errlen) == -1)
     return -1;
   hello->primary_since = get_be64 (in + 56);
-  hello->routed = get_be32 (in + 64);
 
-  if (get_be32 (in + 68) != 0)
-    return wire_error (err, errlen, "HELLO_STATE: reserved field 0x%" PRIx32
-                       " not 0", get_be32 (in + 68));
-  if (hello->routed != 0 && hello->role != REPL_ROLE_PRIMARY)
-    return wire_error (err, errlen, "HELLO_STATE: routed mask 0x%" PRIx32
-                       " from a node that is not Primary", hello->routed);
   if (hello->role > REPL_ROLE_MAX)
     return wire_error (err, errlen, "HELLO_STATE: role %" PRIu32
                        " out of range", hello->role);

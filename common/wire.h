@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #define REPL_MAGIC          UINT32_C (0x4e425250)   /* "NBRP" */
-#define REPL_PROTO_VERSION  5
+#define REPL_PROTO_VERSION  4
 #define REPL_PEER_ID_NONE   UINT32_MAX  /* HELLO peer_id: refused */
 #define REPL_HDR_SIZE       32
 #define REPL_MAX_PAYLOAD    (4u << 20)              /* 4 MiB */
@@ -294,13 +294,8 @@ struct repl_uuids {
  *  16 40 uuids       the sender's generation UUIDs (above)
  *  56  8 primary_since when the sender last became Primary, ms since the
  *                    Unix epoch, 0 if never (discard-younger-primary)
- *  64  4 routed      a storage Primary beside diskless nodes (allow-two-
- *                    primaries), to a storage node: the bit mask of the
- *                    diskless nodes that write through it, as in STATE's
- *                    count (server/two-primaries.c); else 0
- *  68  4 reserved    0
  */
-#define REPL_HELLO_STATE_SIZE 72
+#define REPL_HELLO_STATE_SIZE 64
 
 struct repl_hello {
   /* HELLO */
@@ -315,7 +310,6 @@ struct repl_hello {
   uint64_t size;
   struct repl_uuids uuids;
   uint64_t primary_since;
-  uint32_t routed;
 };
 
 /* Name of a message type for log lines ("WRITE"), or "unknown". */
@@ -391,7 +385,7 @@ extern int wire_decode_hello (const uint8_t *in, size_t len,
                               struct repl_hello *hello,
                               char *err, size_t errlen);
 
-/* The HELLO_STATE fields of hello (role to routed). */
+/* The HELLO_STATE fields of hello (role to primary_since). */
 extern void wire_encode_hello_state (const struct repl_hello *hello,
                                      uint8_t out[REPL_HELLO_STATE_SIZE]);
 

@@ -216,7 +216,8 @@ peer_generation (struct repl_node *node, struct conn *c, bool uuids)
   struct peer *p = c->c_peer;
   struct gen_uuids u;
   enum repl_disk_state disk;
-  uint64_t size = c->c_hello.size, current;
+  uint64_t size = c->c_hello.size, current, prev;
+  uint32_t prev_targets;
   bool adopted = false, in_gen;
   size_t i;
 
@@ -243,6 +244,8 @@ peer_generation (struct repl_node *node, struct conn *c, bool uuids)
     adopted = true;
   }
   current = node->n_dl_current;
+  prev = node->n_dl_prev;
+  prev_targets = node->n_dl_prev_targets;
   pthread_mutex_unlock (&node->n_lock);
 
   if (adopted)
@@ -257,12 +260,13 @@ peer_generation (struct repl_node *node, struct conn *c, bool uuids)
       pthread_mutex_unlock (&q->pr_lock);
     }
   pthread_mutex_lock (&p->pr_lock);
-  /* A STATE says nothing new of its generation: it only ever finds it
-   * in ours (a new one of ours started meanwhile, which its AWAY is
-   * on its way to tell it, must not put it out: is_target_locked
-   * takes it through the previous one).  Its UUIDs, at connect or
-   * after a resync, decide. */
-  in_gen = c->c_peer_uuids.gu_current == current;
+  /* In our generation, or a target of the write that started it (its
+   * AWAY may be on its way: is_target_locked).  A STATE says nothing
+   * new of its generation: it only ever finds it in ours (a new one of
+   * ours started meanwhile would otherwise put it out). */
+  in_gen = c->c_peer_uuids.gu_current == current ||
+           (prev != 0 && c->c_peer_uuids.gu_current == prev &&
+            (prev_targets & id_bit (p)) != 0);
   if (uuids || in_gen)
     c->c_dl_in_gen = in_gen;
   /* A node that left our targets for a resync (SYNC_FENCE) reports its
@@ -416,24 +420,21 @@ diskless_check_storage_primary (struct repl_node *node, struct conn *c,
   return -1;
 }
 
-/* allow-two-primaries: a target of ours (a storage node in our
- * generation) that follows a storage Primary (its STATE says so:
- * diskless_peer_follows), or has not said yet, and would refuse a
- * write of ours that does not go through that Primary: its name, or
- * NULL if there is none. */
+/* allow-two-primaries: a connected storage node that follows a storage
+ * Primary (its STATE says so: diskless_peer_follows), or has not said
+ * yet, which would refuse a write of ours that does not go through
+ * that Primary: its name, or NULL if there is none. */
 static const char *
 followed_by (struct repl_node *node)
 {
-  struct dl_gen g;
   size_t i;
 
-  dl_gen_now (node, &g, false);
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *q = PEERS (node)->pl_peers[i];
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
     struct conn *c = peer_conn_locked (q);
 
-    if (!q->pr_cfg->nc_diskless && c != NULL && is_target_locked (q, &g) &&
+    if (!q->pr_cfg->nc_diskless && c != NULL && !c->c_failed &&
         (!c->c_dl_follows_known || c->c_dl_follows != 0))
       return q->pr_cfg->nc_name;
   }
@@ -472,17 +473,22 @@ targets (struct repl_node *node, uint32_t skip, struct peer **tg,
       }
       return 1;
     }
-    /* Its connection has failed, and the teardown has not yet taken
-     * the route away (diskless_route_update): a write goes nowhere
-     * until it has (-2: the caller waits, dl_wait_unfollowed).  Only
-     * dl_gen_now, reading route -1, lets a write go straight, and
-     * counts it in the same step: a ROUTED owed to a new storage
-     * Primary never overtakes it.  A read goes straight. */
-    if (held != NULL) {
+    /* Its connection failed, not yet torn down.  While a storage node
+     * still follows it, nothing goes (-2: the caller waits,
+     * dl_wait_unfollowed); else straight to the targets, counted as
+     * such before anything goes (a ROUTED owed to another storage node
+     * must not overtake it). */
+    if (held != NULL && followed_by (node) != NULL) {
       g->dg_route = -2;
       return 0;
     }
     g->dg_route = -1;
+    if (held != NULL && !g->dg_direct) {
+      pthread_mutex_lock (&node->n_lock);
+      node->n_dl_direct++;
+      pthread_mutex_unlock (&node->n_lock);
+      g->dg_direct = true;
+    }
   }
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *p = PEERS (node)->pl_peers[i];
@@ -715,14 +721,10 @@ dl_wait_unfollowed (struct repl_node *node)
     seq = node->n_dl_follow_seq;
     route = node->n_dl_route;
     pthread_mutex_unlock (&node->n_lock);
-    if (route >= 0) {
-      /* Through it, or once its lost connection is torn down. */
-      if ((r = node_find_peer (node, route)) == NULL ||
-          route_target (r, NULL))
-        return 0;
-      who = r->pr_cfg->nc_name;
-    }
-    else if ((who = followed_by (node)) == NULL)
+    if (route >= 0 && (r = node_find_peer (node, route)) != NULL &&
+        route_target (r, NULL))
+      return 0;
+    if ((who = followed_by (node)) == NULL)
       return 0;
     pthread_mutex_lock (&node->n_lock);
     while (node->n_dl_follow_seq == seq && !node->n_stopping &&
@@ -736,9 +738,8 @@ dl_wait_unfollowed (struct repl_node *node)
     pthread_mutex_unlock (&node->n_lock);
   }
   log_error ("node %s: write failed: storage node %s still follows a "
-             "storage Primary that our writes cannot go through, or is "
-             "that Primary, lost and not yet torn down (allow-two-"
-             "primaries: is the link to it down?)",
+             "storage Primary that our writes cannot go through "
+             "(allow-two-primaries: is the link to it down?)",
              node->n_self->nc_name, who);
   return -1;
 }

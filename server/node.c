@@ -510,13 +510,7 @@ engine_client_open (struct repl_node *node)
   if (changed) {
     char err[256];
 
-    /* A promotion undone (two-primaries.c): the client is refused as
-     * on any Secondary (the undo logged why). */
-    if (role_changed (node, err, sizeof err) == -1 && r == 0) {
-      atomic_fetch_sub (&node->n_clients, 1);
-      errno = EROFS;
-      r = -1;
-    }
+    role_changed (node, err, sizeof err);
   }
   return r;
 }

@@ -289,11 +289,6 @@ send_hello_state (struct conn *c)
   hello.disk_state = node->n_disk;
   hello.size = volume_size (&node->n_vol); /* a diskless node learns it */
   pthread_mutex_unlock (&node->n_lock);
-  /* A storage Primary beside diskless nodes names those that write
-   * through it (two-primaries.c: tp_check_routed). */
-  if (hello.role == REPL_ROLE_PRIMARY && tp_routes_diskless (node) &&
-      !p->pr_cfg->nc_diskless)
-    hello.routed = tp_routed_mask (node);
   gen_view (node, p, &u);
   gen_to_wire (&u, &hello.uuids);
   /* The decision at connect compares what this message says, which is
@@ -484,12 +479,8 @@ check_hello (struct conn *c)
   if (resize_check_hello (c, h->size, err, sizeof err) == -1)
     goto refuse;
   /* At most one Primary; a node started with role=primary may give way
-   * (role_start_yield).  Beside diskless nodes a storage Primary must
-   * name the diskless Primaries connected here (two-primaries.c). */
+   * (role_start_yield). */
   if (role_check_peer_role (node, c, h->role, err, sizeof err) == -1)
-    goto refuse;
-  if (h->role == REPL_ROLE_PRIMARY &&
-      tp_check_routed (node, c, h->routed, err, sizeof err) == -1)
     goto refuse;
   if (gen_decide (node, c, &rule, err, sizeof err) == -1)
     goto refuse;

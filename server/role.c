@@ -791,6 +791,7 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
    * Secondary to a diskless node the storage Primaries it follows. */
   if (h->count != 0 &&
       (c->c_peer_diskless || !node->n_cfg.cf_two_primaries ||
+       h->count >= UINT32_C (1) << REPL_MAX_NODES ||
        (h->offset == REPL_ROLE_PRIMARY) == node->n_diskless)) {
     conn_fail (c, "protocol error: STATE (role %s) from a %s node with "
                "node mask 0x%" PRIx32, role_name (h->offset),

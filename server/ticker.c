@@ -148,9 +148,6 @@ ticker_thread (void *arg)
     peers_start_added (node);     /* ... and added */
     pthread_mutex_lock (&node->n_lock);
 
-    /* From here: a wait longer than ping-timeout is a stop (woke_stale),
-     * not this loop's own work. */
-    atomic_store (&node->n_tick_ns, now_ns ());
     ts = deadline_after_ns (TICK_MS * UINT64_C (1000000));
     if (!node->n_stopping)
       pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts);

@@ -274,18 +274,16 @@ tp_wait_lost (struct repl_node *node)
  *    storage node is in flight.  Each STATE (or HELLO_STATE) saying
  *    Primary that S sends a diskless node is counted, and ROUTED names
  *    the count it answers, so an old answer is never taken for a new
- *    one.  If a diskless Primary's connection fails during that wait,
- *    or its ROUTED does not come within net: timeout, the promotion is
- *    undone
+ *    one.  If a diskless Primary's connection fails, or its ROUTED does
+ *    not come within net: timeout, the promotion is undone
  *    (tp_undo_promotion): its direct writes may still be on their way
  *    to the others.  Only then does S start its generation, tell the
  *    storage nodes, and do its clients write (n_role_unannounced).
  *
- *  - Its STATE (and HELLO_STATE) to the storage nodes names the
- *    diskless nodes whose ROUTED it holds (a bit mask).  A storage node
- *    T that has a diskless Primary connected which is not named refuses
- *    S, at a STATE or a handshake (tp_check_routed): that one wrote to T
- *    directly and may go on,
+ *  - Its STATE to the storage nodes names the diskless nodes whose
+ *    ROUTED it holds (count, a bit mask).  A storage node T that has a
+ *    diskless Primary connected which is not named refuses S
+ *    (tp_check_routed): that one wrote to T directly and may go on,
  *    and T could not order those writes with S's.  (S promoted while
  *    cut off from D, which writes to T: the two sides become a split
  *    brain that the next connection reports, not a silent
@@ -399,8 +397,7 @@ tp_check_routed (struct repl_node *node, struct conn *c, uint32_t mask,
     struct conn *qc = peer_conn_locked (q);
 
     if (!q->pr_cfg->nc_diskless || qc == NULL || qc->c_failed ||
-        qc->c_role != REPL_ROLE_PRIMARY ||
-        (mask & (UINT32_C (1) << q->pr_cfg->nc_id)) != 0)
+        qc->c_role != REPL_ROLE_PRIMARY || (mask & (UINT32_C (1) << q->pr_cfg->nc_id)) != 0)
       continue;
     snprintf (err, errlen, "refusing it: diskless Primary %s, connected "
               "here, does not write through it (allow-two-primaries): "

@@ -13,9 +13,7 @@
  *                   its generation, and the other secondaries whether we
  *                   are ahead of them
  *   WORK_ANNOUNCE   tell every connected peer our role and disk state
- *                   (STATE), after the disk state changed, or (a storage
- *                   Secondary beside diskless nodes, allow-two-primaries)
- *                   the storage Primaries it follows
+ *                   (STATE), after the disk state changed
  *   WORK_GEN_COMMIT a write of the generation this Primary started
  *                   last completed: clear its tentative flag
  *                   (gen_commit) and tell the peers (then WORK_UUIDS)

@@ -379,13 +379,13 @@ START_TEST (test_hdr_length_count)
     case 7:
       valid_hdr (e, &h);
       h.length = REPL_HELLO_STATE_SIZE - 1;
-      expect_reject (&h, "HELLO_STATE: length 71 != 72");
+      expect_reject (&h, "HELLO_STATE: length 63 != 64");
       h.length = REPL_HELLO_STATE_SIZE + 1;
-      expect_reject (&h, "HELLO_STATE: length 73 != 72");
+      expect_reject (&h, "HELLO_STATE: length 65 != 64");
       h.length = 0;
-      expect_reject (&h, "HELLO_STATE: length 0 != 72");
+      expect_reject (&h, "HELLO_STATE: length 0 != 64");
       h.length = REPL_HELLO_SIZE;
-      expect_reject (&h, "HELLO_STATE: length 80 != 72");
+      expect_reject (&h, "HELLO_STATE: length 80 != 64");
       break;
     case 3:
       valid_hdr (e, &h);
@@ -653,7 +653,7 @@ valid_hello (struct repl_hello *hello)
 START_TEST (test_hello_round_trip)
 {
   static const uint8_t want[REPL_HELLO_SIZE] = {
-    0, 0, 0, 5,                 /* version */
+    0, 0, 0, 4,                 /* version */
     0, 0, 0, 0,                 /* features */
     0, 0, 0, 3,                 /* node_id */
     0, 0, 0, 7,                 /* peer_id */
@@ -667,7 +667,7 @@ START_TEST (test_hello_round_trip)
   char err[256] = "";
   char longname[REPL_RESOURCE_MAX];
 
-  ck_assert_int_eq (REPL_PROTO_VERSION, 5);
+  ck_assert_int_eq (REPL_PROTO_VERSION, 4);
   valid_hello (&in);
   memset (buf, 0xaa, sizeof buf);
   wire_encode_hello (&in, buf);
@@ -734,8 +734,6 @@ START_TEST (test_hello_state_round_trip)
     0, 0, 0, 5,                 /* flags */
     0, 0, 0, 9,                 /* changes */
     0, 0, 0x01, 0x8c, 0x5f, 0x6e, 0x7d, 0x80, /* primary_since */
-    0, 0, 0, 0x05,              /* routed: nodes 0 and 2 */
-    0, 0, 0, 0,                 /* reserved */
   };
   struct repl_hello in, out;
   uint8_t buf[REPL_HELLO_STATE_SIZE];
@@ -743,7 +741,6 @@ START_TEST (test_hello_state_round_trip)
   unsigned role, ds;
 
   valid_hello (&in);
-  in.routed = 5;
   memset (buf, 0xaa, sizeof buf);
   wire_encode_hello_state (&in, buf);
   ck_assert_mem_eq (buf, want, REPL_HELLO_STATE_SIZE);
@@ -760,7 +757,6 @@ START_TEST (test_hello_state_round_trip)
   ck_assert_uint_eq (out.uuids.flags, in.uuids.flags);
   ck_assert_uint_eq (out.uuids.changes, in.uuids.changes);
   ck_assert_uint_eq (out.primary_since, in.primary_since);
-  ck_assert_uint_eq (out.routed, 5);
   /* The HELLO part of out is left alone. */
   ck_assert_uint_eq (out.version, 0xaaaaaaaa);
   ck_assert_uint_eq (out.node_id, 0xaaaaaaaa);
@@ -826,15 +822,13 @@ START_TEST (test_hello_reject)
    * (144 bytes, the state in it) is named for its version. */
   memcpy (buf, good, sizeof buf);
   buf[3] = 3;
-  hello_bad (buf, 144, "HELLO: version 3 not supported (want 5)");
+  hello_bad (buf, 144, "HELLO: version 3 not supported (want 4)");
   hello_bad (buf, REPL_HELLO_SIZE, "version 3 not supported");
   hello_bad (buf, 4, "version 3 not supported");
   buf[3] = 1;
   hello_bad (buf, REPL_HELLO_SIZE, "version 1");
-  buf[3] = 4;
-  hello_bad (buf, REPL_HELLO_SIZE, "version 4 not supported (want 5)");
-  buf[3] = 6;
-  hello_bad (buf, REPL_HELLO_SIZE, "version 6");
+  buf[3] = 5;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 5");
   buf[3] = 0;
   hello_bad (buf, REPL_HELLO_SIZE, "version 0");
   buf[0] = 1; buf[3] = 4;
@@ -900,20 +894,9 @@ START_TEST (test_hello_state_reject)
   wire_encode_hello_state (&in, good);
   good[REPL_HELLO_STATE_SIZE] = 0;
 
-  hello_state_bad (good, 0, "HELLO_STATE: payload length 0 != 72");
-  hello_state_bad (good, REPL_HELLO_STATE_SIZE - 1, "length 71 != 72");
-  hello_state_bad (good, REPL_HELLO_STATE_SIZE + 1, "length 73 != 72");
-
-  /* The routed mask: from a Primary only; the reserved word 0. */
-  memcpy (buf, good, sizeof buf);
-  buf[67] = 1;
-  buf[3] = REPL_ROLE_SECONDARY;
-  hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "HELLO_STATE: routed mask "
-                   "0x1 from a node that is not Primary");
-  memcpy (buf, good, sizeof buf);
-  buf[71] = 1;
-  hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "HELLO_STATE: reserved field "
-                   "0x1 not 0");
+  hello_state_bad (good, 0, "HELLO_STATE: payload length 0 != 64");
+  hello_state_bad (good, REPL_HELLO_STATE_SIZE - 1, "length 63 != 64");
+  hello_state_bad (good, REPL_HELLO_STATE_SIZE + 1, "length 65 != 64");
 
   /* The UUIDs' change count and primary_since are any number. */
   memcpy (buf, good, sizeof buf);
@@ -1116,10 +1099,6 @@ START_TEST (test_hello_state_fuzz)
       buf[8] &= (r & 2) ? 0x7f : 0xff;
       memset (buf + 48, 0, 3);
       buf[51] &= (r & 8) ? 0x07 : 0x0f;
-      /* The reserved word 0; a routed mask only from a Primary. */
-      memset (buf + 68, 0, 4);
-      if (buf[3] != REPL_ROLE_PRIMARY)
-        memset (buf + 64, 0, 4);
     }
 
     if (wire_decode_hello_state (buf, (r & 4) ? (r >> 32) % 100 : sizeof buf,
@@ -1129,7 +1108,6 @@ START_TEST (test_hello_state_fuzz)
       ck_assert_uint_le (hello.disk_state, REPL_DISK_STATE_MAX);
       ck_assert_uint_le (hello.size, INT64_MAX);
       ck_assert_uint_le (hello.uuids.flags, GU_FLAGS_KNOWN);
-      ck_assert (hello.routed == 0 || hello.role == REPL_ROLE_PRIMARY);
       wire_encode_hello_state (&hello, buf2);
       ck_assert_mem_eq (buf, buf2, REPL_HELLO_STATE_SIZE);
     }
