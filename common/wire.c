@@ -56,8 +56,6 @@ struct wire_type {
   uint16_t wt_flags;            /* REPL_FLAG_* allowed */
   enum wire_payload wt_payload;
   bool wt_has_count;            /* count > 0 (else count == 0) */
-  bool wt_count_free;           /* count is any value, checked by its
-                                   handler (STATE's routed mask) */
   enum wire_class wt_class;
   enum wire_dir wt_dir;
   bool wt_changes_data;         /* a client's change to the volume: a
@@ -89,7 +87,7 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_GOODBYE] = { "GOODBYE", 0, WIRE_PAYLOAD_NONE, false,
                          CTL (BOTH) },
   [REPL_MSG_STATE] = { "STATE", REPL_FLAG_SYNC_PAUSED, WIRE_PAYLOAD_NONE,
-                       false, CTL (BOTH), .wt_count_free = true },
+                       false, CTL (BOTH) },
   [REPL_MSG_UUIDS] = { "UUIDS", 0, WIRE_PAYLOAD_UUIDS, false, CTL (BOTH) },
 
   [REPL_MSG_WRITE] = { "WRITE", REPL_FLAG_FUA | REPL_FLAG_DIGEST,
@@ -159,8 +157,6 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
                             CTL (BOTH) },
   [REPL_MSG_SYNC_FENCED] = { "SYNC_FENCED", REPL_FLAG_ERROR,
                              WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
-  /* A diskless node to a storage Primary beside it: */
-  [REPL_MSG_ROUTED] = { "ROUTED", 0, WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
 };
 
 #define CONNECTED_STATES \
@@ -307,7 +303,7 @@ wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE], struct repl_hdr *h,
 
   if (wt->wt_has_count && h->count == 0)
     return wire_error (err, errlen, "%s: count 0", name);
-  if (!wt->wt_has_count && !wt->wt_count_free && h->count != 0)
+  if (!wt->wt_has_count && h->count != 0)
     return wire_error (err, errlen, "%s: count %" PRIu32 " != 0",
                        name, h->count);
 

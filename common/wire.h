@@ -78,16 +78,7 @@ enum repl_msg_type {
                                  connection closing next is no fault */
   REPL_MSG_STATE = 19,        /* the sender's role changed: offset = enum
                                  repl_role, seq = enum repl_disk_state;
-                                 count = 0, or with allow-two-primaries
-                                 beside diskless nodes (server/two-
-                                 primaries.c) a bit mask of node ids:
-                                 from a storage Primary to a storage
-                                 node, the diskless nodes that write
-                                 through it (their ROUTED came); from a
-                                 storage Secondary to a diskless node,
-                                 the storage Primaries it follows (sent
-                                 after the handshake and whenever they
-                                 change); no payload */
+                                 no payload */
   /* From a diskless primary to the storage nodes it writes to: */
   REPL_MSG_AWAY = 20,         /* unsequenced; offset = bit mask of the node
                                  ids that the sender's following writes
@@ -160,21 +151,8 @@ enum repl_msg_type {
                                  refused (a diskless Primary that does
                                  not write to that sync source itself:
                                  it would resync stale data) */
-  /* allow-two-primaries with diskless nodes (server/diskless.c,
-   * server/role.c): */
-  REPL_MSG_ROUTED = 32,       /* unsequenced, diskless→storage; offset =
-                                 how many STATEs saying Primary the
-                                 sender has taken from the receiver on
-                                 this connection (never more than the
-                                 receiver sent).  The answer to such a
-                                 STATE: every write of the sender from
-                                 now on goes to the receiver only (AWAY
-                                 names the other storage nodes, which
-                                 the receiver forwards it to), and none
-                                 of its writes that went to another
-                                 storage node directly is in flight */
 };
-#define REPL_MSG_TYPE_MAX 32
+#define REPL_MSG_TYPE_MAX 31
 #define REPL_AUTH_SIZE 32
 
 /* HELLO features. */

@@ -303,13 +303,6 @@ send_hello_state (struct conn *c)
   c->c_hello_uuids = u;
   c->c_hello_changes = changes;
   c->c_hello_disk = hello.disk_state;
-  c->c_hello_role = hello.role;
-  /* A storage Primary beside diskless nodes counts this as a STATE
-   * saying Primary, which the diskless node answers with ROUTED
-   * (two-primaries.c); c is not published yet. */
-  if (hello.role == REPL_ROLE_PRIMARY && tp_routes_diskless (node) &&
-      p->pr_cfg->nc_diskless)
-    c->c_tp_primary_states = 1;
   hello.uuids.changes = changes > UINT32_MAX ? UINT32_MAX : changes;
 
   wire_hdr_init (&h, REPL_MSG_HELLO_STATE, 0, REPL_HELLO_STATE_SIZE, 0, 0, 0);
@@ -507,10 +500,6 @@ exchange_state (struct conn *c)
     return -1;
   c->c_role = c->c_hello.role;
   c->c_peer_diskless = c->c_hello.disk_state == REPL_DISK_DISKLESS;
-  /* ... and a diskless node counts what it takes (two-primaries.c). */
-  if (p->pr_node->n_diskless && !c->c_peer_diskless &&
-      c->c_role == REPL_ROLE_PRIMARY && p->pr_node->n_cfg.cf_two_primaries)
-    c->c_tp_primary_states = 1;
   c->c_peer_uuids = (struct gen_uuids) {
     .gu_current = c->c_hello.uuids.current,
     .gu_bitmap = c->c_hello.uuids.bitmap,
@@ -724,11 +713,6 @@ peer_thread (void *arg)
     node_quorum_changed (node);
 
     sync_on_connect (c, &c->c_hello);
-    /* A diskless node: a storage Primary to write through (allow-two-
-     * primaries, diskless.c), once its generation is known. */
-    if (node->n_diskless && !c->c_peer_diskless)
-      diskless_route_update (node, c->c_hello.role == REPL_ROLE_PRIMARY
-                                   ? c : NULL);
     conn_receive_loop (c);
 
     primary = node_role (node) == REPL_ROLE_PRIMARY;
@@ -745,8 +729,7 @@ peer_thread (void *arg)
      * resync. */
     pthread_mutex_lock (&p->pr_lock);
     tp_lost = primary && node->n_cfg.cf_two_primaries &&
-              c->c_role == REPL_ROLE_PRIMARY &&
-              !node->n_diskless && !c->c_peer_diskless;
+              c->c_role == REPL_ROLE_PRIMARY;
     pthread_mutex_unlock (&p->pr_lock);
     if (tp_lost)
       gen_two_primaries_lost (node);
@@ -763,8 +746,6 @@ peer_thread (void *arg)
     pthread_mutex_unlock (&node->n_lock);
     log_info ("peer %s: disconnected", name);
     node_quorum_changed (node);
-    if (node->n_diskless && !c->c_peer_diskless)
-      diskless_route_update (node, NULL);
     sync_on_lost (c, fence);
     {
       uint64_t lived = now_ns () - c->c_connected_ns;

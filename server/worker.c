@@ -39,14 +39,6 @@ void
 worker_post (struct repl_node *node, unsigned work)
 {
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
-  worker_post_locked (node, work);
-}
-
-/* The same with n_lock held. */
-void
-worker_post_locked (struct repl_node *node, unsigned work)
-{
-  ASSERT_LOCKED (&node->n_lock);
   node->n_work |= work;
   pthread_cond_signal (&node->n_work_cond);
 }
