@@ -208,8 +208,9 @@ peer_generation (struct repl_node *node, struct conn *c, bool uuids)
   struct peer *p = c->c_peer;
   struct gen_uuids u;
   enum repl_disk_state disk;
-  uint64_t size = c->c_hello.size, current;
-  bool adopted = false;
+  uint64_t size = c->c_hello.size, current, prev, named;
+  uint32_t prev_targets;
+  bool adopted = false, in_gen, was_in_gen;
   size_t i;
 
   if (c->c_peer_diskless)
@@ -235,6 +236,8 @@ peer_generation (struct repl_node *node, struct conn *c, bool uuids)
     adopted = true;
   }
   current = node->n_dl_current;
+  prev = node->n_dl_prev;
+  prev_targets = node->n_dl_prev_targets;
   pthread_mutex_unlock (&node->n_lock);
 
   if (adopted)
@@ -249,7 +252,24 @@ peer_generation (struct repl_node *node, struct conn *c, bool uuids)
       pthread_mutex_unlock (&q->pr_lock);
     }
   pthread_mutex_lock (&p->pr_lock);
-  c->c_dl_in_gen = c->c_peer_uuids.gu_current == current;
+  was_in_gen = c->c_dl_in_gen;
+  in_gen = c->c_peer_uuids.gu_current == current;
+  /* A node of ours, on this connection, still names the generation
+   * before: one we started with it a target of the write that started
+   * it, whose AWAY is not out yet or not yet taken there (its message
+   * left before that).  It is in ours (is_target_locked takes it
+   * through the previous one): the AWAY moves it.  A node newly
+   * connected never comes in that way: it may have missed writes of
+   * ours. */
+  if (!in_gen && was_in_gen && prev != 0 &&
+      c->c_peer_uuids.gu_current == prev && (prev_targets & id_bit (p)))
+    in_gen = true;
+  /* A STATE says nothing new of its generation (its UUIDs, at connect
+   * or after a resync, do): it only ever finds it in ours, never puts
+   * it out. */
+  if (uuids || in_gen)
+    c->c_dl_in_gen = in_gen;
+  named = c->c_peer_uuids.gu_current;
   /* A node that left our targets for a resync (SYNC_FENCE) reports its
    * UUIDS when that ends: it may be a target again. */
   if (uuids && c->c_dl_leaving && !c->c_dl_fence_pending) {
@@ -258,6 +278,10 @@ peer_generation (struct repl_node *node, struct conn *c, bool uuids)
               p->pr_cfg->nc_name, c->c_dl_in_gen ? "in" : "not in");
   }
   pthread_mutex_unlock (&p->pr_lock);
+  if (was_in_gen && !in_gen && uuids)
+    log_info ("peer %s: not in our generation any more (it names %016"
+              PRIx64 ", ours is %016" PRIx64 "): no target until it is "
+              "resynced", p->pr_cfg->nc_name, named, current);
 }
 
 /* Test hook (tests/test-diskless-race.sh): NBDREPL_TEST_DISKLESS_STATE_
@@ -588,6 +612,19 @@ targets_delay (void)
   test_hook_sleep ("NBDREPL_TEST_DISKLESS_TARGETS_DELAY_MS", &ms);
 }
 
+/* Test hook (tests/test-diskless-gen-state.sh): NBDREPL_TEST_DISKLESS_
+ * AWAY_DELAY_MS=N makes the write that started a new generation wait N
+ * ms before it goes out (with the AWAY that tells its targets), so that
+ * a target's STATE or UUIDS, sent in the generation before, can come in
+ * between. */
+static void
+away_delay (void)
+{
+  static long long ms = -1;
+
+  test_hook_sleep ("NBDREPL_TEST_DISKLESS_AWAY_DELAY_MS", &ms);
+}
+
 /* The first write with a node away starts a new generation: *fresh
  * becomes its current UUID (else it stays 0).  Nodes in in_gen are
  * targets of this write again.  Returns 1 if the generation is no
@@ -668,6 +705,8 @@ replicate_to (struct repl_node *node, enum repl_msg_type type,
 
     if (r != 0)
       return r;
+    if (fresh != 0)
+      away_delay ();
   }
 
   send_all (tg, held, nt, type, flags, buf,
