@@ -12,6 +12,7 @@
 # batch at QD > 1: compare runs, not single figures.
 # Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
 source "$(dirname "$0")/../tests/functions.sh"
+source "$(dirname "$0")/tls-lib.sh"
 mode=${1:?plain or tls} qd=${2:?queue depth} n=${3:?writes}
 who=${4:?node0 or node1} out=${5:?callgrind output file}
 bs=${6:-4k}
@@ -20,14 +21,7 @@ case $bs in *M|*m) warm=50 ;; esac
 requires valgrind --version
 requires fio --version
 
-make_config 2 C 256M
-if [ "$mode" = tls ]; then
-    sed -i 's|^protocol: C|&\nsecret: "0123456789abcdef0123456789abcdef"\ntls: true|' "$CONFIG"
-    chmod 600 "$CONFIG"
-fi
-for node in node0 node1; do
-    "$REPLCTL" -c "$CONFIG" -n $node create-md --in-sync >/dev/null
-done
+tls_pair_config "$mode"
 args_node0="role=primary"
 args_node1=""
 start_valgrind () {

@@ -21,6 +21,7 @@
 # TLS_PROBES=no there are none.
 # Copyright (C) 2026 the nbdrepl authors.  BSD-3-Clause, see COPYING.
 source "$(dirname "$0")/../tests/functions.sh"
+source "$(dirname "$0")/tls-lib.sh"
 mode=${1:?plain or tls} qd=${2:?queue depth} n=${3:?number of writes}
 bs=${4:-4k}
 warm=2000
@@ -29,14 +30,7 @@ requires fio --version
 requires perf --version
 requires jq --version
 
-make_config 2 C 256M
-if [ "$mode" = tls ]; then
-    sed -i 's|^protocol: C|&\nsecret: "0123456789abcdef0123456789abcdef"\ntls: true|' "$CONFIG"
-    chmod 600 "$CONFIG"
-fi
-for node in node0 node1; do
-    "$REPLCTL" -c "$CONFIG" -n $node create-md --in-sync >/dev/null
-done
+tls_pair_config "$mode"
 start_node node0 role=primary
 start_node node1
 wait_uptodate node0 30
