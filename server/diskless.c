@@ -559,7 +559,9 @@ answered (const struct peer_ticket *t)
 
 /* Send and wait for one sequenced message to each peer of tg (n of
  * them), on the connection held[i] only (a newer one was not counted);
- * ok[i] says who answered. */
+ * ok[i] says who answered.  Each goes after the AWAY its peer needs for
+ * the nodes away and generation gen (an OUT_OF_SYNC only with a
+ * generation: gen not 0). */
 static void
 send_all (struct peer **tg, struct conn **held, size_t n,
           enum repl_msg_type type, uint16_t flags, const void *payload,
@@ -580,7 +582,7 @@ send_all (struct peer **tg, struct conn **held, size_t n,
     t[i] = (struct peer_ticket) { .pt_conn = NULL };
     pthread_mutex_lock (&p->pr_lock);
     if ((c = peer_conn_locked (p)) != NULL && c == held[i]) {
-      if (type != REPL_MSG_OUT_OF_SYNC)
+      if (type != REPL_MSG_OUT_OF_SYNC || gen != 0)
         send_away_locked (c, away, gen);
       /* send_away_locked may have waited (pr_lock dropped): the held
        * connection only, never a newer one that is no target yet. */
@@ -666,6 +668,45 @@ new_generation_if_away (struct repl_node *node, enum repl_msg_type type,
   return 0;
 }
 
+/* A write went to storage nodes that were lost before they answered
+ * (lost), and is to be acknowledged on the word of the others (done).
+ * The lost ones missed it: they are away in our generation from now
+ * on, a new one if the current one had them as targets, before the
+ * write is acknowledged.  Else a lost node that comes back would still
+ * be in our generation, a target again and a sync source for the
+ * others (its activity log reconciled after it lost us, say), with an
+ * acknowledged write it never got: the storage nodes would end
+ * identical and without it.  *gen is the generation the done nodes must
+ * hear of (AWAY) before the answer.  Returns 0, or -1 (errno set). */
+static int
+lost_generation (struct repl_node *node, uint32_t lost, uint32_t done,
+                 uint64_t *gen)
+{
+  for (;;) {
+    uint64_t current, fresh = 0;
+    uint32_t gen_away;
+    int r;
+
+    pthread_mutex_lock (&node->n_lock);
+    current = node->n_dl_current;
+    gen_away = node->n_dl_gen_away;
+    pthread_mutex_unlock (&node->n_lock);
+    if ((gen_away & lost) == lost) {
+      *gen = current;
+      return 0;
+    }
+    r = new_generation_if_away (node, REPL_MSG_WRITE, current, lost, done,
+                                &fresh);
+    if (r == -1)
+      return -1;
+    if (r == 0) {
+      *gen = fresh != 0 ? fresh : current;
+      return 0;
+    }
+    /* The generation moved meanwhile: look again. */
+  }
+}
+
 /* One message's worth of a write, trim, zero or flush, to the nt
  * targets tg (their connections held), checked against generation
  * current.  Returns 0, -1 (errno set), or 1: nothing sent, the
@@ -732,10 +773,16 @@ replicate_to (struct repl_node *node, enum repl_msg_type type,
   /* Those that took it learn that the lost ones may lack it. */
   if (lost != 0 && type != REPL_MSG_FLUSH) {
     uint8_t mask[8];
+    uint32_t done_mask = 0;
+    uint64_t gen;
 
+    for (i = 0; i < ndone; i++)
+      done_mask |= id_bit (done[i]);
+    if (lost_generation (node, lost, done_mask, &gen) == -1)
+      return -1;
     put_be64 (mask, lost);
     send_all (done, done_held, ndone, REPL_MSG_OUT_OF_SYNC, 0, mask, count,
-              offset, 0, 0, ok);
+              offset, away | lost, gen, ok);
     for (i = 0; i < ndone; i++)
       if (ok[i])
         return role_complete_write (node, true);
