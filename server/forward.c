@@ -169,6 +169,41 @@ fence_live (struct repl_node *node,
   return live;
 }
 
+/* A diskless Primary refused the resync of us from sc's peer: it does
+ * not write to that peer (they are cut off from each other, or it is
+ * out of the Primary's generation).  That lasts until they reconnect,
+ * so the connection that asks again (the caller reconnects) waits
+ * connect-retry-max first, as a connection attempt would, or until sc
+ * fails: else the two storage nodes reconnect and ask again many times
+ * a second, each time with a line in every log. */
+static void
+refused_pause (struct conn *sc)
+{
+  struct peer *src = sc->c_peer;
+  struct repl_node *node = src->pr_node;
+  uint64_t until = now_ns () +
+    node->n_cfg.cf_connect_retry_max_ms * UINT64_C (1000000);
+
+  for (;;) {
+    struct timespec ts;
+    uint64_t now = now_ns (), t;
+    bool over;
+
+    pthread_mutex_lock (&src->pr_lock);
+    over = sc->c_failed || src->pr_stopping || now >= until;
+    if (!over) {
+      t = now + UINT64_C (100000000) < until ? now + UINT64_C (100000000)
+                                             : until;
+      ts.tv_sec = t / 1000000000;
+      ts.tv_nsec = t % 1000000000;
+      pthread_cond_timedwait (&src->pr_cond, &src->pr_lock, &ts);
+    }
+    pthread_mutex_unlock (&src->pr_lock);
+    if (over)
+      return;
+  }
+}
+
 int
 forward_fence (struct conn *sc)
 {
@@ -284,6 +319,8 @@ forward_fence (struct conn *sc)
               src->pr_cfg->nc_name, refused
               ? "the diskless primary does not write to it"
               : "a diskless node did not confirm the sync fence in time");
+    if (refused)
+      refused_pause (sc);
     return -1;
   }
   log_info ("peer %s: sync fence: no diskless node writes to this node "

@@ -105,3 +105,27 @@ head -c $((BLOCKS * 4096)) /dev/zero | tr '\0' B > "$tmpdir/B"
 cmp -s "$tmpdir/B" <(head -c $((BLOCKS * 4096)) "$tmpdir/$T.img") ||
     fail "acknowledged writes lost: $(cmp -l "$tmpdir/B" <(head -c $((BLOCKS * 4096)) "$tmpdir/$T.img") | awk '{ print int(($1 - 1) / 4096) }' | uniq | wc -l) of $BLOCKS blocks of B are not on the storage nodes (both identical)"
 info "ok: the $BLOCKS answered writes of B are on both storage nodes, identical"
+
+# ---- (2) The D-S link cut both ways with nothing written: S, which
+# lost D, reconciles its activity log and would resync T, which D (not
+# writing to S) refuses.  The two storage nodes ask again after
+# connect-retry-max (0.5 s here), not as fast as they can reconnect
+# (before: 50 to 70 times a second, a log line each time on all three).
+ip -n "$NS-$D" route add blackhole "${addr[$S]}/32"
+ip -n "$NS-$S" route add blackhole "${addr[$D]}/32"
+cleanup_fn "ip -n $NS-$S route del blackhole ${addr[$D]}/32 2>/dev/null"
+wait_log $D "refusing its resync from $S" 30
+before=$(grep -c "refusing its resync from $S" "$tmpdir/$D.log")
+sleep 4                         # the span the refusals are counted over
+n=$(( $(grep -c "refusing its resync from $S" "$tmpdir/$D.log") - before ))
+[ "$n" -le 16 ] ||
+    fail "$D refused $n resyncs of $T from $S in 4 s: they are not paced by connect-retry-max"
+info "$D refused $n resyncs of $T from $S in 4 s (paced by connect-retry-max)"
+ip -n "$NS-$D" route del blackhole "${addr[$S]}/32"
+ip -n "$NS-$S" route del blackhole "${addr[$D]}/32"
+wait_st $D "$D_CONNECTED" 30
+wait_st $S "$IN_SYNC" 60
+cmp "$tmpdir/$S.img" "$tmpdir/$T.img" || fail "the disks of $S and $T differ after the second cut"
+cmp -s "$tmpdir/B" <(head -c $((BLOCKS * 4096)) "$tmpdir/$T.img") ||
+    fail "B is not on the storage nodes after the second cut"
+info "ok: after the second cut, disks identical, B kept"
