@@ -25,13 +25,25 @@ decide_quorum (enum repl_quorum quorum, unsigned votes, unsigned total)
 enum promote_verdict
 decide_promote (const struct promote_case *c)
 {
-  /* A second Primary only with allow-two-primaries, and only as a copy
-   * of the first: never forced (that would make the other Primary a
-   * sync target), never diskless (config_load refuses that anyway). */
-  if (c->pc_peer_primary &&
-      !(c->pc_two_primaries && !c->pc_diskless &&
-        c->pc_disk == REPL_DISK_UPTODATE))
-    return PROMOTE_REFUSE_PEER_PRIMARY;
+  /* A second Primary only with allow-two-primaries, never a third, and
+   * only as a copy of the first: never forced (that would make the
+   * other Primary a sync target).  Two storage nodes (the resource's
+   * only two: config_load) order their writes between themselves
+   * (two-primaries.c); with diskless nodes the pair is one storage node
+   * and one diskless node, which writes through the storage one
+   * (diskless.c): never two of either. */
+  if (c->pc_peer_primary) {
+    bool second;
+
+    if (c->pc_diskless)
+      second = !c->pc_peer_primary_diskless;
+    else
+      second = c->pc_disk == REPL_DISK_UPTODATE &&
+               (c->pc_has_diskless ? c->pc_peer_primary_diskless
+                                   : !c->pc_peer_primary_diskless);
+    if (!c->pc_two_primaries || c->pc_peers_primary || !second)
+      return PROMOTE_REFUSE_PEER_PRIMARY;
+  }
   if (!c->pc_quorum)
     return PROMOTE_REFUSE_NO_QUORUM;
   if (c->pc_diskless)

@@ -30,8 +30,11 @@ extern bool decide_quorum (enum repl_quorum quorum, unsigned votes,
 
 /* The facts for a promotion. */
 struct promote_case {
-  bool pc_peer_primary;         /* a connected peer is Primary */
+  bool pc_peer_primary;         /* a connected peer is Primary ... */
+  bool pc_peer_primary_diskless; /* ... a diskless one */
+  bool pc_peers_primary;        /* two connected peers are Primary */
   bool pc_two_primaries;        /* allow-two-primaries: true */
+  bool pc_has_diskless;         /* the resource has diskless nodes */
   bool pc_quorum;               /* decide_quorum, now */
   bool pc_diskless;             /* this node has no disk ... */
   bool pc_storage_uptodate;     /* ... and an UpToDate storage node is
@@ -48,7 +51,10 @@ enum promote_verdict {
   PROMOTE_REFUSE_PEER_PRIMARY,  /* a connected peer is Primary (also
                                    with --force: never two), unless
                                    allow-two-primaries and this node is
-                                   UpToDate */
+                                   UpToDate, or diskless; and of the
+                                   two, one is a storage node, the
+                                   other diskless if the resource has
+                                   diskless nodes */
   PROMOTE_REFUSE_NO_QUORUM,
   PROMOTE_REFUSE_NO_STORAGE,    /* diskless, no UpToDate storage node */
   PROMOTE_REFUSE_DISK,          /* not UpToDate, and no --force */

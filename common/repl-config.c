@@ -1726,10 +1726,15 @@ check_diskless (struct loader *ld, struct repl_config *cfg,
 
 /* allow-two-primaries: true (live migration: the disk open read-write
  * on two hosts at once).  Concurrent writes are ordered between the two
- * primaries when each waits for the other's disk (protocol C), and only
- * between two storage nodes: a third node, or a diskless one, would
- * receive the two primaries' writes on two connections in no agreed
- * order (server/two-primaries.c). */
+ * primaries when each waits for the other's disk (protocol C).  Two
+ * storage Primaries order their writes between themselves only: they
+ * must be the only two nodes (a third storage node would receive their
+ * writes on two connections in no agreed order; server/two-primaries.c).
+ * With diskless nodes, the two Primaries are one storage node and one
+ * diskless node, and the diskless one writes through the storage one,
+ * which orders both with its interval lock (server/diskless.c): any
+ * number of storage nodes then (role.c refuses two storage Primaries,
+ * and two diskless ones, at run time). */
 static int
 check_two_primaries (struct loader *ld, struct repl_config *cfg,
                      const yaml_node_t *key, const yaml_node_t *val)
@@ -1745,11 +1750,11 @@ check_two_primaries (struct loader *ld, struct repl_config *cfg,
                 cfg->cf_protocol);
     return -1;
   }
-  if (cfg->cf_nnodes != 2 || cfg->cf_has_diskless) {
+  if (cfg->cf_nnodes != 2 && !cfg->cf_has_diskless) {
     load_error (ld, node_line (val), "allow-two-primaries: true needs "
-                "exactly two nodes, both with a disk (this file has %zu "
-                "node(s)%s)", cfg->cf_nnodes,
-                cfg->cf_has_diskless ? ", one diskless" : "");
+                "exactly two nodes, both with a disk, or diskless nodes "
+                "beside the storage nodes (this file has %zu storage "
+                "node(s) and no diskless one)", cfg->cf_nnodes);
     return -1;
   }
   return 0;

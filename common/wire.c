@@ -56,6 +56,8 @@ struct wire_type {
   uint16_t wt_flags;            /* REPL_FLAG_* allowed */
   enum wire_payload wt_payload;
   bool wt_has_count;            /* count > 0 (else count == 0) */
+  bool wt_count_free;           /* count is any value, checked by its
+                                   handler (STATE's routed mask) */
   enum wire_class wt_class;
   enum wire_dir wt_dir;
   bool wt_changes_data;         /* a client's change to the volume: a
@@ -87,7 +89,7 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_GOODBYE] = { "GOODBYE", 0, WIRE_PAYLOAD_NONE, false,
                          CTL (BOTH) },
   [REPL_MSG_STATE] = { "STATE", REPL_FLAG_SYNC_PAUSED, WIRE_PAYLOAD_NONE,
-                       false, CTL (BOTH) },
+                       false, CTL (BOTH), .wt_count_free = true },
   [REPL_MSG_UUIDS] = { "UUIDS", 0, WIRE_PAYLOAD_UUIDS, false, CTL (BOTH) },
 
   [REPL_MSG_WRITE] = { "WRITE", REPL_FLAG_FUA | REPL_FLAG_DIGEST,
@@ -157,6 +159,8 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
                             CTL (BOTH) },
   [REPL_MSG_SYNC_FENCED] = { "SYNC_FENCED", REPL_FLAG_ERROR,
                              WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
+  /* A diskless node to a storage Primary beside it: */
+  [REPL_MSG_ROUTED] = { "ROUTED", 0, WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
 };
 
 #define CONNECTED_STATES \
@@ -303,7 +307,7 @@ wire_decode_hdr (const uint8_t in[REPL_HDR_SIZE], struct repl_hdr *h,
 
   if (wt->wt_has_count && h->count == 0)
     return wire_error (err, errlen, "%s: count 0", name);
-  if (!wt->wt_has_count && h->count != 0)
+  if (!wt->wt_has_count && !wt->wt_count_free && h->count != 0)
     return wire_error (err, errlen, "%s: count %" PRIu32 " != 0",
                        name, h->count);
 
@@ -450,6 +454,8 @@ wire_encode_hello_state (const struct repl_hello *hello,
   put_be64 (out + 8, hello->size);
   wire_encode_uuids (&hello->uuids, out + 16);
   put_be64 (out + 56, hello->primary_since);
+  put_be32 (out + 64, hello->routed);
+  put_be32 (out + 68, 0);
 }
 
 void
@@ -544,7 +550,14 @@ wire_decode_hello_state (const uint8_t *in, size_t len,
                          err, errlen) == -1)
     return -1;
   hello->primary_since = get_be64 (in + 56);
+  hello->routed = get_be32 (in + 64);
 
+  if (get_be32 (in + 68) != 0)
+    return wire_error (err, errlen, "HELLO_STATE: reserved field 0x%" PRIx32
+                       " not 0", get_be32 (in + 68));
+  if (hello->routed != 0 && hello->role != REPL_ROLE_PRIMARY)
+    return wire_error (err, errlen, "HELLO_STATE: routed mask 0x%" PRIx32
+                       " from a node that is not Primary", hello->routed);
   if (hello->role > REPL_ROLE_MAX)
     return wire_error (err, errlen, "HELLO_STATE: role %" PRIu32
                        " out of range", hello->role);

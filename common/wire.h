@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #define REPL_MAGIC          UINT32_C (0x4e425250)   /* "NBRP" */
-#define REPL_PROTO_VERSION  4
+#define REPL_PROTO_VERSION  5
 #define REPL_PEER_ID_NONE   UINT32_MAX  /* HELLO peer_id: refused */
 #define REPL_HDR_SIZE       32
 #define REPL_MAX_PAYLOAD    (4u << 20)              /* 4 MiB */
@@ -78,7 +78,16 @@ enum repl_msg_type {
                                  connection closing next is no fault */
   REPL_MSG_STATE = 19,        /* the sender's role changed: offset = enum
                                  repl_role, seq = enum repl_disk_state;
-                                 no payload */
+                                 count = 0, or with allow-two-primaries
+                                 beside diskless nodes (server/two-
+                                 primaries.c) a bit mask of node ids:
+                                 from a storage Primary to a storage
+                                 node, the diskless nodes that write
+                                 through it (their ROUTED came); from a
+                                 storage Secondary to a diskless node,
+                                 the storage Primaries it follows (sent
+                                 after the handshake and whenever they
+                                 change); no payload */
   /* From a diskless primary to the storage nodes it writes to: */
   REPL_MSG_AWAY = 20,         /* unsequenced; offset = bit mask of the node
                                  ids that the sender's following writes
@@ -151,8 +160,21 @@ enum repl_msg_type {
                                  refused (a diskless Primary that does
                                  not write to that sync source itself:
                                  it would resync stale data) */
+  /* allow-two-primaries with diskless nodes (server/diskless.c,
+   * server/role.c): */
+  REPL_MSG_ROUTED = 32,       /* unsequenced, diskless→storage; offset =
+                                 how many STATEs saying Primary the
+                                 sender has taken from the receiver on
+                                 this connection (never more than the
+                                 receiver sent).  The answer to such a
+                                 STATE: every write of the sender from
+                                 now on goes to the receiver only (AWAY
+                                 names the other storage nodes, which
+                                 the receiver forwards it to), and none
+                                 of its writes that went to another
+                                 storage node directly is in flight */
 };
-#define REPL_MSG_TYPE_MAX 31
+#define REPL_MSG_TYPE_MAX 32
 #define REPL_AUTH_SIZE 32
 
 /* HELLO features. */
@@ -272,8 +294,13 @@ struct repl_uuids {
  *  16 40 uuids       the sender's generation UUIDs (above)
  *  56  8 primary_since when the sender last became Primary, ms since the
  *                    Unix epoch, 0 if never (discard-younger-primary)
+ *  64  4 routed      a storage Primary beside diskless nodes (allow-two-
+ *                    primaries), to a storage node: the bit mask of the
+ *                    diskless nodes that write through it, as in STATE's
+ *                    count (server/two-primaries.c); else 0
+ *  68  4 reserved    0
  */
-#define REPL_HELLO_STATE_SIZE 64
+#define REPL_HELLO_STATE_SIZE 72
 
 struct repl_hello {
   /* HELLO */
@@ -288,6 +315,7 @@ struct repl_hello {
   uint64_t size;
   struct repl_uuids uuids;
   uint64_t primary_since;
+  uint32_t routed;
 };
 
 /* Name of a message type for log lines ("WRITE"), or "unknown". */
@@ -363,7 +391,7 @@ extern int wire_decode_hello (const uint8_t *in, size_t len,
                               struct repl_hello *hello,
                               char *err, size_t errlen);
 
-/* The HELLO_STATE fields of hello (role to primary_since). */
+/* The HELLO_STATE fields of hello (role to routed). */
 extern void wire_encode_hello_state (const struct repl_hello *hello,
                                      uint8_t out[REPL_HELLO_STATE_SIZE]);
 

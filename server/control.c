@@ -645,6 +645,9 @@ control_status (struct repl_node *node, bool json)
   size_t i;
   uint64_t in_flight = atomic_load (&node->n_requests_in_flight);
   const char *held;             /* why writes wait, or NULL */
+  char route[REPL_NAME_MAX + 1];
+  bool routed;                  /* a diskless node's writes go through a
+                                   storage Primary (diskless.c) */
 
   snapshot_node (node, &ns);
   {
@@ -657,6 +660,7 @@ control_status (struct repl_node *node, bool json)
   primary = ns.role == REPL_ROLE_PRIMARY;
   for (i = 0; i < PEERS (node)->pl_n; i++)
     snapshot_peer (PEERS (node)->pl_peers[i], primary, &snaps[i]);
+  routed = diskless_route_name (node, route, sizeof route) == 0;
 
   if (json) {
     buf_printf (&b, "{\"resource\":");
@@ -685,6 +689,11 @@ control_status (struct repl_node *node, bool json)
                 fencing_name (node->n_cfg.cf_fencing));
     if (held != NULL)
       buf_printf (&b, "\"%s\"", held);
+    else
+      buf_printf (&b, "null");
+    buf_printf (&b, ",\"writes_through\":");
+    if (routed)
+      buf_json_string (&b, route);
     else
       buf_printf (&b, "null");
     buf_printf (&b, ",\"tls\":\"%s\",\"auth\":%s,\"data_integrity\":\"%s\""
@@ -743,6 +752,9 @@ control_status (struct repl_node *node, bool json)
                 node->n_cfg.cf_secret_len ? "secret" : "NONE",
                 node->n_cfg.cf_data_integrity ? "crc32c" : "none",
                 node->n_cfg.cf_cork ? "on" : "off");
+    if (routed)
+      buf_printf (&b, "  writes: through %s, the storage Primary "
+                  "(allow-two-primaries)\n", route);
     if (held != NULL)
       buf_printf (&b, "  writes: HELD (%s)%s\n", held,
                   strcmp (held, "fence-failed") == 0

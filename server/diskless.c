@@ -19,6 +19,12 @@
  *
  * Any number of storage nodes (up to the resource's REPL_MAX_NODES),
  * and any number of diskless nodes, one of them Primary at a time.
+ * With allow-two-primaries a storage node may be Primary beside the
+ * diskless one (live migration between a diskless and a storage
+ * host): while it is, every write of ours goes through it alone (the
+ * route, diskless_route_update), which orders it with its own and
+ * forwards it to the other storage nodes (two-primaries.c says why and
+ * how the two ways of writing hand over).
  * The rule that makes more than two storage nodes safe is the sync
  * fence: with no storage Primary, a storage node T that a storage
  * peer S is to resync (gen decision or pair marks, sync_on_connect)
@@ -59,11 +65,13 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "byte-order.h"
+#include "cleanup.h"
 #include "internal.h"
 #include "log.h"
 
@@ -313,11 +321,17 @@ disk_uptodate_locked (const struct peer *p)
          now_ns () - p->pr_disk_left_uptodate_ns < state_delay_ns;
 }
 
-/* Our generation, as a write or read reads it once (dl_gen_now). */
+/* Our generation, as a write or read reads it once (dl_gen_now), and
+ * where it goes. */
 struct dl_gen {
   uint64_t dg_current;
   uint64_t dg_prev;
   uint32_t dg_prev_targets;
+  int dg_route;                 /* n_dl_route: the storage Primary the
+                                   write goes through, or -1; -2: it
+                                   failed, and a storage node still
+                                   follows it (targets) */
+  bool dg_direct;               /* counted in n_dl_direct (direct_done) */
 };
 
 /* May we write to and read from storage node p in generation g (as the
@@ -352,13 +366,95 @@ is_target_locked (struct peer *p, const struct dl_gen *g)
  * it, which hear of it by AWAY, sent by whichever write of it reaches
  * them first: send_all). */
 static void
-dl_gen_now (struct repl_node *node, struct dl_gen *g)
+dl_gen_now (struct repl_node *node, struct dl_gen *g, bool write)
 {
   pthread_mutex_lock (&node->n_lock);
   g->dg_current = node->n_dl_current;
   g->dg_prev = node->n_dl_prev;
   g->dg_prev_targets = node->n_dl_prev_targets;
+  g->dg_route = node->n_dl_route;
+  /* A write that goes straight is counted under the lock that the
+   * route is read under: a ROUTED never overtakes it. */
+  g->dg_direct = write && g->dg_route < 0;
+  if (g->dg_direct)
+    node->n_dl_direct++;
   pthread_mutex_unlock (&node->n_lock);
+}
+
+/* The storage Primary p that all our writes go through (route): may
+ * we write to it now?  If so (held not NULL), its connection is held in
+ * *held and its c_dl_writes counted, as for a target.  Its generation
+ * is its own to start (it is Primary): no check of ours. */
+static bool
+route_target (struct peer *p, struct conn **held)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+  struct conn *c = peer_conn_locked (p);
+
+  if (c == NULL || c->c_failed || c->c_peer_diskless ||
+      c->c_role != REPL_ROLE_PRIMARY)
+    return false;
+  if (held != NULL) {
+    c->c_dl_writes++;
+    *held = conn_get (c);
+  }
+  return true;
+}
+
+/* allow-two-primaries: may storage peer c, which says it is Primary
+ * (its hello or a STATE), be Primary beside us?  Not while we are
+ * Primary and it is outside our generation (neither in it nor in one
+ * grown out of it): it was away while we wrote (frozen, cut off) and
+ * missed those writes; connected, it would also count us for its
+ * quorum and answer its own held writes in a generation of its own.
+ * Returns 0, or -1 with the reason in err. */
+int
+diskless_check_storage_primary (struct repl_node *node, struct conn *c,
+                                char *err, size_t errlen)
+{
+  struct gen_uuids u;
+  uint64_t current;
+
+  if (!node->n_diskless || c->c_peer_diskless ||
+      !node->n_cfg.cf_two_primaries || node_role (node) != REPL_ROLE_PRIMARY)
+    return 0;
+  pthread_mutex_lock (&c->c_peer->pr_lock);
+  u = c->c_peer_uuids;
+  pthread_mutex_unlock (&c->c_peer->pr_lock);
+  pthread_mutex_lock (&node->n_lock);
+  current = node->n_dl_current;
+  pthread_mutex_unlock (&node->n_lock);
+  if (current == 0 || u.gu_current == current || newer (&u, current))
+    return 0;
+  snprintf (err, errlen, "refusing connection: the peer says it is "
+            "Primary, but it is not in our generation (it missed writes "
+            "of ours while it was away): demote it (replctl secondary) to "
+            "have it resynced");
+  return -1;
+}
+
+/* allow-two-primaries: a target of ours (a storage node in our
+ * generation) that follows a storage Primary (its STATE says so:
+ * diskless_peer_follows), or has not said yet, and would refuse a
+ * write of ours that does not go through that Primary: its name, or
+ * NULL if there is none. */
+static const char *
+followed_by (struct repl_node *node)
+{
+  struct dl_gen g;
+  size_t i;
+
+  dl_gen_now (node, &g, false);
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+    struct conn *c = peer_conn_locked (q);
+
+    if (!q->pr_cfg->nc_diskless && c != NULL && is_target_locked (q, &g) &&
+        (!c->c_dl_follows_known || c->c_dl_follows != 0))
+      return q->pr_cfg->nc_name;
+  }
+  return NULL;
 }
 
 /* The storage nodes we may write to and read from now (not those in
@@ -366,15 +462,45 @@ dl_gen_now (struct repl_node *node, struct dl_gen *g)
  * the generation they were checked against into *g.  For a
  * write (held not NULL) each target's connection is held in held[] and
  * its c_dl_writes counted, under the pr_lock of the check: a
- * SYNC_FENCE handled later waits for it (release_targets). */
+ * SYNC_FENCE handled later waits for it (release_targets).  With a
+ * route (allow-two-primaries beside a storage Primary) the one target
+ * is the storage Primary, and every other storage node is away: the
+ * Primary forwards to it.  A route whose node has gone is not taken:
+ * straight to the targets then (the route follows at the teardown). */
 static size_t
 targets (struct repl_node *node, uint32_t skip, struct peer **tg,
          struct conn **held, uint32_t *away, struct dl_gen *g)
 {
   size_t i, n = 0;
+  struct peer *r;
 
   *away = 0;
-  dl_gen_now (node, g);
+  dl_gen_now (node, g, held != NULL);
+  if (g->dg_route >= 0) {
+    if (!(skip & (UINT32_C (1) << g->dg_route)) &&
+        (r = node_find_peer (node, g->dg_route)) != NULL &&
+        route_target (r, held)) {
+      tg[0] = r;
+      for (i = 0; i < PEERS (node)->pl_n; i++) {
+        struct peer *p = PEERS (node)->pl_peers[i];
+
+        if (p != r && !p->pr_cfg->nc_diskless)
+          *away |= id_bit (p);
+      }
+      return 1;
+    }
+    /* Its connection has failed, and the teardown has not yet taken
+     * the route away (diskless_route_update): a write goes nowhere
+     * until it has (-2: the caller waits, dl_wait_unfollowed).  Only
+     * dl_gen_now, reading route -1, lets a write go straight, and
+     * counts it in the same step: a ROUTED owed to a new storage
+     * Primary never overtakes it.  A read goes straight. */
+    if (held != NULL) {
+      g->dg_route = -2;
+      return 0;
+    }
+    g->dg_route = -1;
+  }
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *p = PEERS (node)->pl_peers[i];
     bool t;
@@ -413,6 +539,256 @@ fence_queue_locked (struct conn *c, enum repl_msg_type type,
   out_msg_init (&c->c_fence_msg, type, flags, 0, seq, token, NULL, 0);
   c->c_fence_queued = true;
   conn_queue_locked (c, &c->c_fence_msg);
+}
+
+/* ---- allow-two-primaries: the route (two-primaries.c) ------------ */
+
+/* A ROUTED to send, taken from the node under n_lock. */
+struct routed {
+  int rt_id;                    /* the storage node, or -1: none */
+  uint64_t rt_conn;             /* on its connection number ... */
+  uint64_t rt_count;            /* ... naming this many STATEs */
+};
+
+/* The ROUTED owed, if no write of ours that went straight to the
+ * targets is in flight and its storage node is still our route (else
+ * it is Primary no more, and waits for nothing).  n_lock held. */
+static void
+take_routed_locked (struct repl_node *node, struct routed *rt)
+{
+  ASSERT_LOCKED (&node->n_lock);
+  rt->rt_id = -1;
+  if (node->n_dl_owed_id < 0)
+    return;
+  if (node->n_dl_owed_id != node->n_dl_route) {
+    node->n_dl_owed_id = -1;
+    return;
+  }
+  if (node->n_dl_direct > 0)
+    return;
+  rt->rt_id = node->n_dl_owed_id;
+  rt->rt_conn = node->n_dl_owed_conn;
+  rt->rt_count = node->n_dl_owed_count;
+  node->n_dl_owed_id = -1;
+}
+
+/* Send it, on the connection it is owed on only. */
+static void
+send_routed (struct repl_node *node, const struct routed *rt)
+{
+  struct peer *p;
+  struct conn *c;
+
+  if (rt->rt_id < 0 || (p = node_find_peer (node, rt->rt_id)) == NULL)
+    return;
+  pthread_mutex_lock (&p->pr_lock);
+  c = peer_conn_locked (p);
+  if (c != NULL && c->c_id == rt->rt_conn) {
+    /* Its own message: one queued before, not yet sent, is done first
+     * (bounded: the send timeout fails the connection). */
+    while (c->c_routed_queued && !c->c_routed_msg.om_done && !c->c_failed)
+      pthread_cond_wait (&p->pr_cond, &p->pr_lock);
+    if (!c->c_failed) {
+      out_msg_init (&c->c_routed_msg, REPL_MSG_ROUTED, 0, 0, 0,
+                    rt->rt_count, NULL, 0);
+      c->c_routed_queued = true;
+      conn_queue_locked (c, &c->c_routed_msg);
+    }
+  }
+  pthread_mutex_unlock (&p->pr_lock);
+}
+
+/* A storage peer's role or connection changed: our writes go through
+ * the storage Primary, if one is connected, else straight to every
+ * target (the one function that sets n_dl_route; n_dl_route_lock makes
+ * its look at the peers and its store one step).  owed: a STATE saying
+ * Primary came on it, to be answered with ROUTED once no write of ours
+ * that went straight is in flight: now, or when the last one ends
+ * (direct_done). */
+void
+diskless_route_update (struct repl_node *node, struct conn *owed)
+{
+  struct routed rt;
+  struct dl_gen g;
+  struct conn *stale = NULL;
+  int route = -1, old;
+  uint64_t count = 0;
+  size_t i;
+
+  if (!node->n_diskless || !node->n_cfg.cf_two_primaries)
+    return;
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_dl_route_lock);
+
+    /* Only a storage Primary in our generation: one that was away while
+     * we wrote (frozen, cut off) and came back Primary missed writes
+     * of ours, and what went through it would reach nobody else. */
+    dl_gen_now (node, &g, false);
+    for (i = 0; i < PEERS (node)->pl_n && route < 0; i++) {
+      struct peer *q = PEERS (node)->pl_peers[i];
+      struct conn *qc;
+
+      if (q->pr_cfg->nc_diskless)
+        continue;
+      pthread_mutex_lock (&q->pr_lock);
+      qc = peer_conn_locked (q);
+      if (qc != NULL && !qc->c_failed && qc->c_role == REPL_ROLE_PRIMARY) {
+        if (is_target_locked (q, &g))
+          route = q->pr_cfg->nc_id;
+        else if (stale == NULL)
+          stale = conn_get (qc);
+      }
+      pthread_mutex_unlock (&q->pr_lock);
+    }
+    if (owed != NULL) {
+      pthread_mutex_lock (&owed->c_peer->pr_lock);
+      count = owed->c_tp_primary_states;
+      pthread_mutex_unlock (&owed->c_peer->pr_lock);
+    }
+    pthread_mutex_lock (&node->n_lock);
+    old = node->n_dl_route;
+    node->n_dl_route = route;
+    if (old != route) {
+      node->n_dl_follow_seq++;
+      pthread_cond_broadcast (&node->n_cond);
+      /* What we knew away in our generation is the storage Primary's
+       * to know while we write through it, and no longer ours after:
+       * the first write with a node away starts a new one again. */
+      node->n_dl_gen_away = 0;
+    }
+    if (owed != NULL) {
+      node->n_dl_owed_id = owed->c_peer->pr_cfg->nc_id;
+      node->n_dl_owed_conn = owed->c_id;
+      node->n_dl_owed_count = count;
+    }
+    take_routed_locked (node, &rt);
+    pthread_mutex_unlock (&node->n_lock);
+  }
+  if (old != route) {
+    struct peer *p = route >= 0 ? node_find_peer (node, route) : NULL;
+
+    if (p != NULL)
+      log_info ("node %s: writes go through %s, the storage Primary "
+                "(allow-two-primaries), which forwards them",
+                node->n_self->nc_name, p->pr_cfg->nc_name);
+    else
+      log_info ("node %s: no storage node is Primary: writes go straight "
+                "to every storage node again", node->n_self->nc_name);
+  }
+  send_routed (node, &rt);
+  /* A Primary that missed our writes: not beside us (its peers refuse
+   * it too, being ahead of it), until it is demoted and resynced. */
+  if (stale != NULL) {
+    if (route < 0 && node_role (node) == REPL_ROLE_PRIMARY)
+      conn_fail (stale, "storage Primary %s is not in our generation (it "
+                 "missed writes of ours while it was away): not writing "
+                 "through it; demote it (replctl secondary) to have it "
+                 "resynced", stale->c_peer->pr_cfg->nc_name);
+    conn_put (stale);
+  }
+}
+
+/* Storage peer c's STATE says which storage Primaries it follows
+ * (mask; allow-two-primaries): dl_wait_unfollowed waits for it. */
+void
+diskless_peer_follows (struct repl_node *node, struct conn *c,
+                       uint32_t mask)
+{
+  pthread_mutex_lock (&c->c_peer->pr_lock);
+  c->c_dl_follows = mask;
+  c->c_dl_follows_known = true;
+  pthread_mutex_unlock (&c->c_peer->pr_lock);
+  pthread_mutex_lock (&node->n_lock);
+  node->n_dl_follow_seq++;
+  pthread_cond_broadcast (&node->n_cond);
+  pthread_mutex_unlock (&node->n_lock);
+}
+
+/* allow-two-primaries: with no storage Primary to write through, a
+ * write of ours goes straight to the storage nodes, which must not
+ * follow a storage Primary then: they would refuse it (tp_beside_
+ * storage_primary), and the generation it may start would be taken by
+ * nobody.  Wait while a connected storage node follows one (its STATE
+ * says so), or has not said yet, bounded by a ping timeout and two
+ * ping intervals (a Primary that we lost is lost there by then, unless
+ * it is alive and only cut off from us: then we do not write beside
+ * it).  Returns 0, or -1 (the write fails, EIO). */
+static int
+dl_wait_unfollowed (struct repl_node *node)
+{
+  uint64_t deadline = now_ns () +
+                      (node->n_cfg.cf_ping_timeout_ms +
+                       2 * node->n_cfg.cf_ping_interval_ms) *
+                      UINT64_C (1000000);
+  struct timespec ts = deadline_at_ns (deadline);
+  const char *who;
+
+  for (;;) {
+    struct peer *r;
+    uint64_t seq;
+    int route;
+
+    pthread_mutex_lock (&node->n_lock);
+    seq = node->n_dl_follow_seq;
+    route = node->n_dl_route;
+    pthread_mutex_unlock (&node->n_lock);
+    if (route >= 0) {
+      /* Through it, or once its lost connection is torn down. */
+      if ((r = node_find_peer (node, route)) == NULL ||
+          route_target (r, NULL))
+        return 0;
+      who = r->pr_cfg->nc_name;
+    }
+    else if ((who = followed_by (node)) == NULL)
+      return 0;
+    pthread_mutex_lock (&node->n_lock);
+    while (node->n_dl_follow_seq == seq && !node->n_stopping &&
+           pthread_cond_timedwait (&node->n_cond, &node->n_lock,
+                                   &ts) != ETIMEDOUT)
+      ;
+    if (node->n_dl_follow_seq == seq || node->n_stopping) {
+      pthread_mutex_unlock (&node->n_lock);
+      break;
+    }
+    pthread_mutex_unlock (&node->n_lock);
+  }
+  log_error ("node %s: write failed: storage node %s still follows a "
+             "storage Primary that our writes cannot go through, or is "
+             "that Primary, lost and not yet torn down (allow-two-"
+             "primaries: is the link to it down?)",
+             node->n_self->nc_name, who);
+  return -1;
+}
+
+/* A write that went straight to its targets (route -1) is over. */
+static void
+direct_done (struct repl_node *node)
+{
+  struct routed rt;
+
+  pthread_mutex_lock (&node->n_lock);
+  assert (node->n_dl_direct > 0);
+  node->n_dl_direct--;
+  take_routed_locked (node, &rt);
+  pthread_mutex_unlock (&node->n_lock);
+  send_routed (node, &rt);
+}
+
+/* For replctl status: the storage Primary our writes go through, into
+ * name.  Returns 0, or -1 if there is none. */
+int
+diskless_route_name (struct repl_node *node, char *name, size_t len)
+{
+  struct peer *p;
+  int route;
+
+  pthread_mutex_lock (&node->n_lock);
+  route = node->n_dl_route;
+  pthread_mutex_unlock (&node->n_lock);
+  if (route < 0 || (p = node_find_peer (node, route)) == NULL)
+    return -1;
+  snprintf (name, len, "%s", p->pr_cfg->nc_name);
+  return 0;
 }
 
 /* A write to the n targets tg (connections held) is over: each
@@ -464,7 +840,7 @@ diskless_handle_fence (struct conn *c, const struct repl_hdr *h)
   if (node_role (node) == REPL_ROLE_PRIMARY) {
     struct dl_gen g;
 
-    dl_gen_now (node, &g);
+    dl_gen_now (node, &g, false);
     pthread_mutex_lock (&src->pr_lock);
     refused = !is_target_locked (src, &g);
     pthread_mutex_unlock (&src->pr_lock);
@@ -534,6 +910,15 @@ send_away_locked (struct conn *c, uint32_t away, uint64_t gen)
     /* It moves to the new generation before our next message. */
     c->c_peer_uuids.gu_current = fresh;
   }
+}
+
+/* Has connection c failed? */
+static bool
+conn_failed (struct conn *c)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&c->c_peer->pr_lock);
+
+  return c->c_failed;
 }
 
 /* Did the message of ticket t get its answer?  (Called once its waiter
@@ -739,8 +1124,9 @@ replicate_to (struct repl_node *node, enum repl_msg_type type,
 
   /* With every node a target and none marked away there is nothing to
    * do here (as if done in the first critical section): the common
-   * case takes n_lock once. */
-  if (away != 0 || (gen_away & in_gen) != 0) {
+   * case takes n_lock once.  Through a storage Primary, the nodes away
+   * are those it forwards to: its generation, not ours. */
+  if (g->dg_route < 0 && (away != 0 || (gen_away & in_gen) != 0)) {
     int r = new_generation_if_away (node, type, g->dg_current, away,
                                     in_gen, &fresh);
 
@@ -753,7 +1139,7 @@ replicate_to (struct repl_node *node, enum repl_msg_type type,
   send_all (tg, held, nt, type, flags, buf,
             type == REPL_MSG_FLUSH ? 0 : count,
             type == REPL_MSG_FLUSH ? 0 : offset, away,
-            fresh != 0 ? fresh : g->dg_current, ok);
+            g->dg_route >= 0 ? 0 : fresh != 0 ? fresh : g->dg_current, ok);
   for (i = 0; i < nt; i++) {
     if (ok[i]) {
       done_held[ndone] = held[i];
@@ -762,6 +1148,11 @@ replicate_to (struct repl_node *node, enum repl_msg_type type,
     else
       lost |= id_bit (tg[i]);
   }
+  /* The storage Primary it went through was lost: it may have reached
+   * some storage nodes or none.  Again, straight to the targets now
+   * (the same bytes; our interval lock holds the range). */
+  if (ndone == 0 && g->dg_route >= 0 && conn_failed (held[0]))
+    return 1;
   if (ndone == 0) {
     log_error ("node %s: %s of %" PRIu32 " bytes at offset %" PRIu64
                " failed: every storage node it went to was lost",
@@ -774,15 +1165,17 @@ replicate_to (struct repl_node *node, enum repl_msg_type type,
   if (lost != 0 && type != REPL_MSG_FLUSH) {
     uint8_t mask[8];
     uint32_t done_mask = 0;
-    uint64_t gen;
+    uint64_t gen = 0;
 
     for (i = 0; i < ndone; i++)
       done_mask |= id_bit (done[i]);
-    if (lost_generation (node, lost, done_mask, &gen) == -1)
+    /* Through a storage Primary, its generation, not ours. */
+    if (g->dg_route < 0 &&
+        lost_generation (node, lost, done_mask, &gen) == -1)
       return -1;
     put_be64 (mask, lost);
     send_all (done, done_held, ndone, REPL_MSG_OUT_OF_SYNC, 0, mask, count,
-              offset, away | lost, gen, ok);
+              offset, g->dg_route < 0 ? away | lost : 0, gen, ok);
     for (i = 0; i < ndone; i++)
       if (ok[i])
         return role_complete_write (node, true);
@@ -792,7 +1185,8 @@ replicate_to (struct repl_node *node, enum repl_msg_type type,
     errno = EIO;
     return -1;
   }
-  return role_complete_write (node, lost != 0 || away != 0);
+  return role_complete_write (node, lost != 0 ||
+                                    (away != 0 && g->dg_route < 0));
 }
 
 static int
@@ -810,12 +1204,20 @@ replicate (struct repl_node *node, enum repl_msg_type type,
 
   /* Bounded: a new generation starts only when a node goes away. */
   for (tries = 0; tries < 100; tries++) {
+    if (node->n_cfg.cf_two_primaries && dl_wait_unfollowed (node) == -1) {
+      errno = EIO;
+      return -1;
+    }
     nt = targets (node, 0, tg, held, &away, &g);
-    if (away != 0 && type != REPL_MSG_FLUSH)
+    if (g.dg_route == -2)
+      continue;                 /* nothing held: wait above, again */
+    if (away != 0 && type != REPL_MSG_FLUSH && g.dg_route < 0)
       targets_delay ();
     r = replicate_to (node, type, buf, count, offset, flags, tg, held, nt,
                       away, &g);
     release_targets (tg, held, nt);
+    if (g.dg_direct)
+      direct_done (node);
     if (r != 1)
       return r;
   }

@@ -41,13 +41,21 @@ forward_may_feed_us (struct conn *c)
   /* allow-two-primaries: the other Primary's writes too
    * (two-primaries.c orders them with ours), even before its STATE says
    * it is Primary: a node that was just promoted tells us so once it is
-   * (role_changed), and a client may write on it meanwhile.  A storage
-   * peer that is not Primary sends no writes (no diskless nodes with
-   * allow-two-primaries). */
-  if (node_role (node) == REPL_ROLE_PRIMARY)
-    return node->n_cfg.cf_two_primaries && !c->c_peer_diskless;
+   * (role_changed), and a client may write on it meanwhile.  Beside
+   * diskless nodes the other Primary is a diskless one, which writes
+   * through us (two-primaries.c), and a storage peer sends us no writes
+   * while we are Primary. */
+  if (node_role (node) == REPL_ROLE_PRIMARY) {
+    if (!node->n_cfg.cf_two_primaries)
+      return false;
+    if (node->n_cfg.cf_has_diskless)
+      return c->c_peer_diskless && c->c_role == REPL_ROLE_PRIMARY;
+    return !c->c_peer_diskless;
+  }
+  /* A diskless Primary writes to us directly only while no storage
+   * node is Primary (two-primaries.c). */
   if (c->c_role == REPL_ROLE_PRIMARY)
-    return true;
+    return !tp_beside_storage_primary (c);
   return !c->c_peer_diskless && node_primary_is_diskless_or_none (node);
 }
 
@@ -367,6 +375,14 @@ forward_handle_away (struct conn *c, const struct repl_hdr *h,
       h->offset > UINT32_MAX) {
     conn_fail (c, "protocol error: AWAY 0x%" PRIx64 " from a peer "
                "that is not our diskless primary", h->offset);
+    return -1;
+  }
+  /* allow-two-primaries: not while we follow a storage Primary, which
+   * the diskless one writes through (two-primaries.c). */
+  if (tp_beside_storage_primary (c)) {
+    conn_fail (c, "AWAY from a diskless Primary while this node "
+               "follows a storage Primary: it writes through that node "
+               "(allow-two-primaries); reconnecting");
     return -1;
   }
   if (fresh != 0 && gen_start_for_away (node, mask, fresh) == -1) {

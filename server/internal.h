@@ -168,6 +168,16 @@ extern uint32_t tp_al_reserve (const struct repl_node *node, bool *enough);
 extern void tp_wait_lost (struct repl_node *node);
 extern int tp_refuse_beside_primary (struct repl_node *node, const char *what,
                                      char *err, size_t errlen);
+extern int tp_check_pair (struct repl_node *node, struct conn *c,
+                          char *err, size_t errlen);
+extern bool tp_routes_diskless (const struct repl_node *node);
+extern int tp_check_routed (struct repl_node *node, struct conn *c,
+                            uint32_t mask, char *err, size_t errlen);
+extern uint32_t tp_routed_mask (struct repl_node *node);
+extern int tp_take_routes (struct repl_node *node, char *err, size_t errlen);
+extern void tp_undo_promotion (struct repl_node *node, const char *why);
+extern int tp_handle_routed (struct conn *c, const struct repl_hdr *h);
+extern bool tp_beside_storage_primary (struct conn *c);
 
 /* ---- metrics.c ------------------------------------------------------ */
 
@@ -376,6 +386,7 @@ struct conn {
   uint64_t c_hello_changes;     /* ... the change count: what it expects
                                    a bitmap of */
   enum repl_disk_state c_hello_disk; /* ... and our disk state */
+  enum repl_role c_hello_role;  /* ... and our role */
   uint64_t c_size;              /* the peer's volume size as far as we
                                    know: its HELLO_STATE's, or ours once
                                    it grew to it (resize.c) */
@@ -400,6 +411,19 @@ struct conn {
   uint64_t c_dl_fence_token;
   bool c_fence_queued;
   struct out_msg c_fence_msg;
+  /* allow-two-primaries with diskless nodes (two-primaries.c): the
+   * STATEs (and HELLO_STATE) saying Primary sent on it (storage node)
+   * or taken from it (diskless node), and on a storage node the highest
+   * count a ROUTED named.  A diskless node's ROUTED goes in its own
+   * message.  pr_lock. */
+  uint64_t c_tp_primary_states;
+  uint64_t c_tp_routed;
+  /* On a diskless node: the storage Primaries this storage peer
+   * follows, as its last STATE said (count), and whether one said. */
+  uint32_t c_dl_follows;
+  bool c_dl_follows_known;
+  bool c_routed_queued;
+  struct out_msg c_routed_msg;
 };
 
 /* conn.c */
@@ -770,6 +794,15 @@ extern int diskless_pread (struct repl_node *node, void *buf, uint32_t count,
 extern bool node_primary_is_diskless_or_none (struct repl_node *node);
 extern bool node_no_storage_primary (struct repl_node *node);
 extern int diskless_handle_fence (struct conn *c, const struct repl_hdr *h);
+extern void diskless_route_update (struct repl_node *node,
+                                   struct conn *owed);
+extern int diskless_route_name (struct repl_node *node, char *name,
+                                size_t len);
+extern void diskless_peer_follows (struct repl_node *node, struct conn *c,
+                                   uint32_t mask);
+extern int diskless_check_storage_primary (struct repl_node *node,
+                                           struct conn *c, char *err,
+                                           size_t errlen);
 
 extern void role_tell_state (struct peer *p);
 extern int gen_start_for_away (struct repl_node *node, uint32_t away,
@@ -907,6 +940,11 @@ struct handlers {
  *   the range lock    n_ilock: a write's byte range, held across its
  *                     activity-log transaction, local write and the wait
  *                     for the peers' ACKs (write-path.c, by design)
+ *   n_dl_route_lock   a diskless node's route (diskless.c): held
+ *                     while it looks at the peers (pr_lock) and
+ *                     stores the route (n_lock), by a reader that may
+ *                     be a writer holding its range; never a network
+ *                     wait
  *   rp_lock           a resync pass's cursor (resync.c)
  *   n_al_lock         the activity log; never held during I/O
  *   n_md_io_lock      the metadata file and n_md.md_super; held across
@@ -979,7 +1017,8 @@ struct repl_node {
                                    peer takes one of ours for a protocol
                                    error (n_lock) */
   pthread_mutex_t n_lock;       /* guards n_role, n_disk, n_primary_id,
-                                   n_start_*, n_sync_source_id, n_quorum,
+                                   n_primaries_*, n_start_*,
+                                   n_sync_source_id, n_quorum,
                                    n_work, n_resizing,
                                    n_stopping, the n_dl_* fields and
                                    writes of n_vol.vol_size (volume_size
@@ -987,7 +1026,11 @@ struct repl_node {
   pthread_cond_t n_cond;        /* signalled when stopping */
   enum repl_role n_role;
   enum repl_disk_state n_disk;
-  int n_primary_id;             /* the primary as far as we know, or -1 */
+  int n_primary_id;             /* the primary as far as we know, or -1
+                                   (state.c: primary_id_locked) */
+  uint32_t n_primaries_storage; /* ids of the storage peers that are
+                                   Primary, as their connections said */
+  uint32_t n_primaries_diskless; /* ... the diskless peers */
   bool n_start_pending;         /* role=primary at start, not yet
                                    confirmed: no client until it is, and
                                    a connected Primary peer makes this
@@ -1022,6 +1065,8 @@ struct repl_node {
   _Atomic uint64_t n_gen_started; /* ... its current UUID: the one
                                    gen_commit may clear GU_FLAG_TENTATIVE
                                    of */
+  _Atomic uint64_t n_tick_ns;   /* when the ticker last ran (ticker.c),
+                                   0 before it first did */
   atomic_bool n_gen_pending;    /* a peer may be away with bitmap UUID 0:
                                    check before the next write
                                    (gen_before_write) */
@@ -1063,6 +1108,23 @@ struct repl_node {
   uint32_t n_dl_prev_targets;   /* ... and the targets of the write that
                                    started it: theirs until AWAY */
   unsigned n_dl_next_read;      /* round-robin read balancing */
+  int n_dl_route;               /* allow-two-primaries: the storage
+                                   Primary every write of ours goes
+                                   through (the others get it from it),
+                                   or -1: straight to every target
+                                   (diskless_route_update) */
+  unsigned n_dl_direct;         /* writes in flight that went straight
+                                   to the targets (route -1) */
+  int n_dl_owed_id;             /* a ROUTED is owed to this storage
+                                   node, or -1 ... */
+  uint64_t n_dl_owed_conn;      /* ... on its connection number ... */
+  uint64_t n_dl_owed_count;     /* ... naming this many STATEs */
+  uint64_t n_dl_follow_seq;     /* bumped (n_cond broadcast) when a
+                                   peer's role, connection, what it
+                                   follows, or the route changes:
+                                   dl_wait_unfollowed */
+  pthread_mutex_t n_dl_route_lock; /* serialises diskless_route_update
+                                   (diskless.c); itself no n_lock field */
   /* A storage node's sync fence (forward.c).  n_lock guards these. */
   uint64_t n_fence_token;       /* of the last SYNC_FENCE sent */
   uint32_t n_fence_wait;        /* diskless node ids yet to answer it */
@@ -1093,6 +1155,7 @@ struct repl_node {
 #define WORK_GEN_COMMIT 0x8     /* a write of our new generation
                                    completed: not tentative any more */
 extern void worker_post (struct repl_node *node, unsigned work);
+extern void worker_post_locked (struct repl_node *node, unsigned work);
 extern void *worker_thread (void *arg);
 
 /* node.c */
@@ -1169,7 +1232,7 @@ extern int engine_resume_io (struct repl_node *node, char *err,
                              size_t errlen);
 extern bool role_auto_promote_locked (struct repl_node *node);
 extern bool role_auto_demote_locked (struct repl_node *node);
-extern void role_changed (struct repl_node *node);
+extern int role_changed (struct repl_node *node, char *err, size_t errlen);
 extern bool node_has_quorum (struct repl_node *node);
 extern void node_quorum_changed (struct repl_node *node);
 extern int role_check_write (struct repl_node *node);

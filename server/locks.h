@@ -56,6 +56,16 @@ deadline_after_ns (uint64_t ns)
   return ts;
 }
 
+/* The same for an absolute CLOCK_MONOTONIC time in ns (now_ns). */
+static inline struct timespec
+deadline_at_ns (uint64_t ns)
+{
+  struct timespec ts = { .tv_sec = ns / 1000000000,
+                         .tv_nsec = ns % 1000000000 };
+
+  return ts;
+}
+
 #if !defined (NDEBUG) && defined (__GLIBC__)
 /* The calling thread's id, asked of the kernel once per thread.  Every
  * ASSERT_LOCKED reads it, many times per write: initial-exec, so that

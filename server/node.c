@@ -140,7 +140,10 @@ engine_create (const char *config_path, const char *node_name, bool primary,
   node->n_md_fd = -1;
   node->n_primary_id = -1;
   node->n_sync_source_id = -1;
+  node->n_dl_route = -1;
+  node->n_dl_owed_id = -1;
   mutex_init (&node->n_lock);
+  mutex_init (&node->n_dl_route_lock);
   mutex_init (&node->n_role_lock);
   mutex_init (&node->n_md_io_lock);
   mutex_init (&node->n_resize_lock);
@@ -348,7 +351,7 @@ engine_start (struct repl_node *node)
                  "(set secret or secret-file in %s)", node->n_cfg.cf_resource,
                  node->n_self->nc_address, node->n_cfg.cf_path);
   if (node->n_cfg.cf_two_primaries && node->n_cfg.cf_al_updates &&
-      !node->n_diskless) {
+      !node->n_diskless && !node->n_cfg.cf_has_diskless) {
     bool enough;
     uint32_t reserve = tp_al_reserve (node, &enough);
 
@@ -460,6 +463,7 @@ engine_destroy (struct repl_node *node)
   pthread_mutex_destroy (&node->n_resize_lock);
   pthread_mutex_destroy (&node->n_role_lock);
   pthread_mutex_destroy (&node->n_lock);
+  pthread_mutex_destroy (&node->n_dl_route_lock);
   node->n_magic = 0;
   free (node);
 }
@@ -503,8 +507,17 @@ engine_client_open (struct repl_node *node)
   if (r == 0)
     atomic_fetch_add (&node->n_clients, 1);
   pthread_mutex_unlock (&node->n_role_lock);
-  if (changed)
-    role_changed (node);
+  if (changed) {
+    char err[256];
+
+    /* A promotion undone (two-primaries.c): the client is refused as
+     * on any Secondary (the undo logged why). */
+    if (role_changed (node, err, sizeof err) == -1 && r == 0) {
+      atomic_fetch_sub (&node->n_clients, 1);
+      errno = EROFS;
+      r = -1;
+    }
+  }
   return r;
 }
 
@@ -518,8 +531,11 @@ engine_client_close (struct repl_node *node)
   if (atomic_fetch_sub (&node->n_clients, 1) == 1 && node->n_auto_promoted)
     changed = role_auto_demote_locked (node);
   pthread_mutex_unlock (&node->n_role_lock);
-  if (changed)
-    role_changed (node);
+  if (changed) {
+    char err[256];
+
+    role_changed (node, err, sizeof err);
+  }
 }
 
 int

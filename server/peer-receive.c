@@ -308,6 +308,12 @@ on_sync_fence (struct conn *c, const struct rx_msg *m)
 }
 
 static int
+on_routed (struct conn *c, const struct rx_msg *m)
+{
+  return tp_handle_routed (c, m->m_hdr);
+}
+
+static int
 on_sync (struct conn *c, const struct rx_msg *m)
 {
   return sync_handle (c, m->m_hdr, m->m_payload);
@@ -350,6 +356,7 @@ static rx_handler *const rx_handlers[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_RESIZE] = resize_handle,
   [REPL_MSG_SYNC_FENCE] = on_sync_fence,
   [REPL_MSG_SYNC_FENCED] = on_sync_fence,
+  [REPL_MSG_ROUTED] = on_routed,
   /* HELLO, HELLO_STATE, AUTH_*: the handshake's, never here. */
 };
 

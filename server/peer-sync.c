@@ -238,6 +238,15 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
   if (node->n_diskless || c->c_peer_diskless) {
     if (node->n_diskless)
       diskless_peer_uuids (node, c);
+    /* A role change of ours during the handshake was told to the
+     * published connections only: this one hears it now (a storage
+     * Primary beside diskless nodes also waited for the handshake to
+     * end: tp_take_routes).  Beside diskless nodes a Secondary's STATE
+     * also says which storage Primaries it follows, which a diskless
+     * Primary waits for before it writes to it directly. */
+    else if (node_role (node) != c->c_hello_role ||
+             tp_routes_diskless (node))
+      role_tell_state (p);
     pthread_mutex_lock (&p->pr_lock);
     c->c_decided = true;
     pthread_mutex_unlock (&p->pr_lock);
@@ -684,8 +693,12 @@ sync_on_lost (struct conn *c, bool fence)
   goodbye = c->c_peer_goodbye;
   was_primary = c->c_role == REPL_ROLE_PRIMARY;
   pthread_mutex_unlock (&p->pr_lock);
+  /* (A diskless Primary beside a storage one wrote through it alone:
+   * we hold what it forwarded, in its order; nothing to reconcile.) */
   if (!node->n_diskless && was_primary && !goodbye &&
-      node_role (node) != REPL_ROLE_PRIMARY)
+      node_role (node) != REPL_ROLE_PRIMARY &&
+      !(p->pr_cfg->nc_diskless && node->n_cfg.cf_two_primaries &&
+        !node_no_storage_primary (node)))
     reconcile (node, p);
   /* No Primary to follow now: are the others ahead of us? */
   if (was_primary && !node->n_diskless)

@@ -289,6 +289,11 @@ send_hello_state (struct conn *c)
   hello.disk_state = node->n_disk;
   hello.size = volume_size (&node->n_vol); /* a diskless node learns it */
   pthread_mutex_unlock (&node->n_lock);
+  /* A storage Primary beside diskless nodes names those that write
+   * through it (two-primaries.c: tp_check_routed). */
+  if (hello.role == REPL_ROLE_PRIMARY && tp_routes_diskless (node) &&
+      !p->pr_cfg->nc_diskless)
+    hello.routed = tp_routed_mask (node);
   gen_view (node, p, &u);
   gen_to_wire (&u, &hello.uuids);
   /* The decision at connect compares what this message says, which is
@@ -303,6 +308,13 @@ send_hello_state (struct conn *c)
   c->c_hello_uuids = u;
   c->c_hello_changes = changes;
   c->c_hello_disk = hello.disk_state;
+  c->c_hello_role = hello.role;
+  /* A storage Primary beside diskless nodes counts this as a STATE
+   * saying Primary, which the diskless node answers with ROUTED
+   * (two-primaries.c); c is not published yet. */
+  if (hello.role == REPL_ROLE_PRIMARY && tp_routes_diskless (node) &&
+      p->pr_cfg->nc_diskless)
+    c->c_tp_primary_states = 1;
   hello.uuids.changes = changes > UINT32_MAX ? UINT32_MAX : changes;
 
   wire_hdr_init (&h, REPL_MSG_HELLO_STATE, 0, REPL_HELLO_STATE_SIZE, 0, 0, 0);
@@ -472,8 +484,12 @@ check_hello (struct conn *c)
   if (resize_check_hello (c, h->size, err, sizeof err) == -1)
     goto refuse;
   /* At most one Primary; a node started with role=primary may give way
-   * (role_start_yield). */
+   * (role_start_yield).  Beside diskless nodes a storage Primary must
+   * name the diskless Primaries connected here (two-primaries.c). */
   if (role_check_peer_role (node, c, h->role, err, sizeof err) == -1)
+    goto refuse;
+  if (h->role == REPL_ROLE_PRIMARY &&
+      tp_check_routed (node, c, h->routed, err, sizeof err) == -1)
     goto refuse;
   if (gen_decide (node, c, &rule, err, sizeof err) == -1)
     goto refuse;
@@ -500,6 +516,10 @@ exchange_state (struct conn *c)
     return -1;
   c->c_role = c->c_hello.role;
   c->c_peer_diskless = c->c_hello.disk_state == REPL_DISK_DISKLESS;
+  /* ... and a diskless node counts what it takes (two-primaries.c). */
+  if (p->pr_node->n_diskless && !c->c_peer_diskless &&
+      c->c_role == REPL_ROLE_PRIMARY && p->pr_node->n_cfg.cf_two_primaries)
+    c->c_tp_primary_states = 1;
   c->c_peer_uuids = (struct gen_uuids) {
     .gu_current = c->c_hello.uuids.current,
     .gu_bitmap = c->c_hello.uuids.bitmap,
@@ -713,6 +733,11 @@ peer_thread (void *arg)
     node_quorum_changed (node);
 
     sync_on_connect (c, &c->c_hello);
+    /* A diskless node: a storage Primary to write through (allow-two-
+     * primaries, diskless.c), once its generation is known. */
+    if (node->n_diskless && !c->c_peer_diskless)
+      diskless_route_update (node, c->c_hello.role == REPL_ROLE_PRIMARY
+                                   ? c : NULL);
     conn_receive_loop (c);
 
     primary = node_role (node) == REPL_ROLE_PRIMARY;
@@ -729,7 +754,8 @@ peer_thread (void *arg)
      * resync. */
     pthread_mutex_lock (&p->pr_lock);
     tp_lost = primary && node->n_cfg.cf_two_primaries &&
-              c->c_role == REPL_ROLE_PRIMARY;
+              c->c_role == REPL_ROLE_PRIMARY &&
+              !node->n_diskless && !c->c_peer_diskless;
     pthread_mutex_unlock (&p->pr_lock);
     if (tp_lost)
       gen_two_primaries_lost (node);
@@ -746,6 +772,8 @@ peer_thread (void *arg)
     pthread_mutex_unlock (&node->n_lock);
     log_info ("peer %s: disconnected", name);
     node_quorum_changed (node);
+    if (node->n_diskless && !c->c_peer_diskless)
+      diskless_route_update (node, NULL);
     sync_on_lost (c, fence);
     {
       uint64_t lived = now_ns () - c->c_connected_ns;

@@ -31,6 +31,16 @@ node_has_quorum (struct repl_node *node)
 
   if (node->n_cfg.cf_quorum == REPL_QUORUM_OFF)
     return true;
+  /* Nor any peer while the ticker has not run for ping-timeout: this
+   * node was stopped (or starved), and what its receivers read now
+   * was sent before; the ticker drops those connections first thing
+   * (ticker.c). */
+  {
+    uint64_t tick = atomic_load (&node->n_tick_ns);
+
+    if (tick != 0 && now > tick && now - tick > fresh)
+      return false;
+  }
   /* A peer counts if it is connected, has sent something on this
    * connection (c_heard: a peer that refuses it at the end of its own
    * handshake never does) and was heard from within ping-timeout: a
@@ -260,7 +270,7 @@ role_start_yield (struct repl_node *node, struct peer *p)
     {
       ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
       node_set_role_locked (node, REPL_ROLE_SECONDARY);
-      node->n_primary_id = p->pr_cfg->nc_id;
+      node_peer_role_locked (node, p, true);
       node->n_start_pending = false;
     }
     atomic_store (&node->n_gen_pending, false);
@@ -270,7 +280,11 @@ role_start_yield (struct repl_node *node, struct peer *p)
              "this node stays Secondary (two primaries would be a split "
              "brain; demote %s first to make this node Primary)",
              node->n_self->nc_name, p->pr_cfg->nc_name, p->pr_cfg->nc_name);
-  role_changed (node);
+  {
+    char err[256];
+
+    role_changed (node, err, sizeof err);
+  }
   return yielded;
 }
 
@@ -292,6 +306,31 @@ newer_primary (struct repl_node *node, struct conn *c)
          theirs.gu_history[0] == ours.gu_current;
 }
 
+/* Peer p (on c) says it is Primary while we follow primary_id, another
+ * storage peer q: if p holds a newer generation grown out of ours, q
+ * has not been heard of for a while (it was frozen, or cut off), and
+ * the others promoted p meanwhile: p is the Primary now, q one of the
+ * past that must not find a follower here.  Returns true if q was
+ * dropped. */
+static bool
+drop_earlier_primary (struct repl_node *node, struct conn *c, int primary_id)
+{
+  struct peer *p = c->c_peer;
+  struct peer *q;
+
+  if (primary_id < 0 || primary_id == (int) p->pr_cfg->nc_id ||
+      primary_id == (int) node->n_self->nc_id ||
+      (q = node_find_peer (node, primary_id)) == NULL ||
+      !newer_primary (node, c))
+    return false;
+  pthread_mutex_lock (&q->pr_lock);
+  peer_fail_current_locked (q, "peer %s became Primary in a newer "
+                            "generation; dropping the earlier Primary %s",
+                            p->pr_cfg->nc_name, q->pr_cfg->nc_name);
+  pthread_mutex_unlock (&q->pr_lock);
+  return true;
+}
+
 /* At most one Primary: a peer that says it is Primary (its hello once
  * it has authenticated, or a STATE) is refused while this node is a
  * confirmed Primary, or while another connected peer is Primary (a
@@ -309,6 +348,7 @@ role_check_peer_role (struct repl_node *node, struct conn *c, uint32_t role,
   struct peer *p = c->c_peer;
   enum repl_role ours;
   int primary_id;
+  uint32_t storage_primaries;
 
   pthread_mutex_lock (&p->pr_lock);
   p->pr_says_primary = role == REPL_ROLE_PRIMARY;
@@ -318,14 +358,26 @@ role_check_peer_role (struct repl_node *node, struct conn *c, uint32_t role,
   pthread_mutex_lock (&node->n_lock);
   ours = node->n_role;
   primary_id = node->n_primary_id;
+  storage_primaries = node->n_primaries_storage;
   pthread_mutex_unlock (&node->n_lock);
   /* allow-two-primaries: the peer may be Primary beside us (the two
    * order their writes, two-primaries.c).  Only a storage peer in our
    * generation connects then: the decision at connect refuses a
-   * Primary that would be a sync target. */
-  if (node->n_cfg.cf_two_primaries && !c->c_peer_diskless &&
-      !node->n_diskless)
-    return 0;
+   * Primary that would be a sync target.  With diskless nodes, one
+   * storage and one diskless Primary (tp_check_pair). */
+  if (node->n_cfg.cf_two_primaries) {
+    if (!node->n_cfg.cf_has_diskless)
+      return 0;                 /* the only two nodes (config_load) */
+    /* A storage Primary in a newer generation replaces the earlier
+     * storage one first (below), which tp_check_pair then no longer
+     * counts (n_primary_id names a storage Primary if there is one). */
+    if (!c->c_peer_diskless && ours != REPL_ROLE_PRIMARY &&
+        storage_primaries != 0)
+      drop_earlier_primary (node, c, __builtin_ctz (storage_primaries));
+    if (diskless_check_storage_primary (node, c, err, errlen) == -1)
+      return -1;
+    return tp_check_pair (node, c, err, errlen);
+  }
   if (ours == REPL_ROLE_PRIMARY) {
     snprintf (err, errlen, "refusing connection: both this node and the "
               "peer are Primary; only one node may be primary%s",
@@ -339,17 +391,8 @@ role_check_peer_role (struct repl_node *node, struct conn *c, uint32_t role,
     struct peer *q = node_find_peer (node, primary_id);
     const char *other = q ? q->pr_cfg->nc_name : "?";
 
-    if (q != NULL && newer_primary (node, c)) {
-      /* q has not been heard of for a while (it was frozen, or cut
-       * off), and the others promoted p meanwhile: p is the Primary
-       * now, q one of the past that must not find a follower here. */
-      pthread_mutex_lock (&q->pr_lock);
-      peer_fail_current_locked (q, "peer %s became Primary in a newer "
-                                "generation; dropping the earlier Primary "
-                                "%s", p->pr_cfg->nc_name, other);
-      pthread_mutex_unlock (&q->pr_lock);
+    if (q != NULL && drop_earlier_primary (node, c, primary_id))
       return 0;
-    }
     snprintf (err, errlen, "refusing connection: the peer says it is "
               "Primary, but this node is connected to Primary %s; only "
               "one node may be primary", other);
@@ -386,29 +429,62 @@ role_tell_state (struct peer *p)
   struct out_msg om;
   struct conn *c;
   uint16_t flags;
+  uint32_t routed = 0, follows;
 
   pthread_mutex_lock (&node->n_lock);
   role = node->n_role;
   disk = node->n_disk;
+  follows = node->n_primaries_storage;
   pthread_mutex_unlock (&node->n_lock);
   pthread_mutex_lock (&p->pr_lock);
   flags = p->pr_pause_user ? REPL_FLAG_SYNC_PAUSED : 0;
   pthread_mutex_unlock (&p->pr_lock);
   if ((c = peer_conn_get (p)) == NULL)
     return;
-  out_msg_init (&om, REPL_MSG_STATE, flags, 0, disk, role, NULL, 0);
+  /* allow-two-primaries beside diskless nodes (two-primaries.c): a
+   * STATE saying Primary to a diskless peer is counted for its ROUTED
+   * (a diskless node counts what it takes); a storage peer learns which
+   * diskless nodes write through us; as Secondary, a diskless peer
+   * learns which storage Primaries we follow. */
+  if (tp_routes_diskless (node)) {
+    if (role == REPL_ROLE_PRIMARY && p->pr_cfg->nc_diskless) {
+      pthread_mutex_lock (&p->pr_lock);
+      c->c_tp_primary_states++;
+      pthread_mutex_unlock (&p->pr_lock);
+    }
+    else if (role == REPL_ROLE_PRIMARY)
+      routed = tp_routed_mask (node);
+    else if (p->pr_cfg->nc_diskless)
+      routed = follows;
+  }
+  out_msg_init (&om, REPL_MSG_STATE, flags, routed, disk, role, NULL, 0);
   conn_send_wait (c, &om);
   conn_put (c);
 }
 
-/* Tell every connected peer our role and disk state. */
+/* Tell the connected peers, diskless ones or storage ones, our role
+ * and disk state. */
 static void
-announce_state (struct repl_node *node)
+tell_peers (struct repl_node *node, bool diskless)
 {
   size_t i;
 
   for (i = 0; i < PEERS (node)->pl_n; i++)
-    role_tell_state (PEERS (node)->pl_peers[i]);
+    if (PEERS (node)->pl_peers[i]->pr_cfg->nc_diskless == diskless)
+      role_tell_state (PEERS (node)->pl_peers[i]);
+}
+
+/* Tell every connected peer our role and disk state.  A storage node
+ * with allow-two-primaries beside diskless nodes (two-primaries.c): as
+ * Primary, the diskless nodes were told first (tp_take_routes); as
+ * Secondary, the storage nodes first, which a diskless Primary then
+ * writes to directly. */
+static void
+announce_state (struct repl_node *node)
+{
+  tell_peers (node, false);
+  if (!tp_routes_diskless (node) || node_role (node) != REPL_ROLE_PRIMARY)
+    tell_peers (node, true);
 }
 
 static int
@@ -428,13 +504,17 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
 
     if (conn == NULL)
       continue;
-    if (conn->c_role == REPL_ROLE_PRIMARY)
+    if (conn->c_role == REPL_ROLE_PRIMARY) {
+      c.pc_peers_primary = primary != NULL;
       primary = p->pr_cfg->nc_name;
+      c.pc_peer_primary_diskless = conn->c_peer_diskless;
+    }
     if (!conn->c_peer_diskless && p->pr_disk == REPL_DISK_UPTODATE)
       c.pc_storage_uptodate = true;
   }
   c.pc_peer_primary = primary != NULL;
   c.pc_two_primaries = node->n_cfg.cf_two_primaries;
+  c.pc_has_diskless = node->n_cfg.cf_has_diskless;
   c.pc_quorum = node_has_quorum (node);
   pthread_mutex_lock (&node->n_lock);
   disk = c.pc_disk = node->n_disk;
@@ -442,7 +522,16 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
 
   switch (decide_promote (&c)) {
   case PROMOTE_REFUSE_PEER_PRIMARY:
-    if (node->n_cfg.cf_two_primaries)
+    if (node->n_cfg.cf_two_primaries && c.pc_peers_primary)
+      snprintf (err, errlen, "two peers are Primary already (%s and "
+                "another); allow-two-primaries allows two", primary);
+    else if (node->n_cfg.cf_two_primaries && node->n_cfg.cf_has_diskless)
+      snprintf (err, errlen, "peer %s is Primary; with diskless nodes "
+                "(allow-two-primaries) the second Primary must be %s, "
+                "with an UpToDate disk if it has one, and cannot be "
+                "forced", primary, c.pc_peer_primary_diskless
+                ? "a storage node" : "a diskless node");
+    else if (node->n_cfg.cf_two_primaries)
       snprintf (err, errlen, "peer %s is Primary; a second Primary "
                 "(allow-two-primaries) must have an UpToDate disk and "
                 "cannot be forced", primary);
@@ -513,12 +602,14 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
    * (it is behind, or a split brain). */
   atomic_store (&node->n_gen_pending, true);
   /* A connected peer whose disk is not UpToDate: reconnect, so that the
-   * decision is made again with this node as Primary, its source. */
+   * decision is made again with this node as Primary, its source (a
+   * diskless peer has nothing to resync, and may be Primary beside us:
+   * allow-two-primaries). */
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *p = PEERS (node)->pl_peers[i];
 
     pthread_mutex_lock (&p->pr_lock);
-    if (p->pr_disk != REPL_DISK_UPTODATE)
+    if (p->pr_disk != REPL_DISK_UPTODATE && !p->pr_cfg->nc_diskless)
       peer_fail_current_locked (p, "peer is %s and this node is now "
                                 "Primary; reconnecting to resync it",
                                 disk_state_name (p->pr_disk));
@@ -576,9 +667,18 @@ demote (struct repl_node *node, char *err, size_t errlen)
 /* After a role change, with n_role_lock released (telling the peers
  * waits on the network): the peers learn the new role, and the
  * role-change handler runs. */
-void
-role_changed (struct repl_node *node)
+int
+role_changed (struct repl_node *node, char *err, size_t errlen)
 {
+  int r = 0;
+
+  /* Beside diskless nodes (allow-two-primaries) a new storage Primary
+   * takes their writes first, or is Secondary again (two-primaries.c). */
+  if (node_role (node) == REPL_ROLE_PRIMARY && tp_routes_diskless (node) &&
+      tp_take_routes (node, err, errlen) == -1) {
+    tp_undo_promotion (node, err);
+    r = -1;
+  }
   /* A new Primary starts a new generation at once if a peer is away,
    * not lazily at its first write (gen_before_write, unless a write came
    * first): an earlier Primary that comes back, perhaps after being
@@ -594,6 +694,7 @@ role_changed (struct repl_node *node)
   pthread_cond_broadcast (&node->n_cond);
   pthread_mutex_unlock (&node->n_lock);
   handler_run (node, REPL_HANDLER_ROLE_CHANGE, NULL);
+  return r;
 }
 
 /* auto-promote (DRBD 9's default): the first client open of a secondary
@@ -665,8 +766,8 @@ engine_set_role (struct repl_node *node, bool primary, bool force,
   if (r == 0)
     node->n_auto_promoted = false;
   pthread_mutex_unlock (&node->n_role_lock);
-  if (changed)
-    role_changed (node);
+  if (changed && role_changed (node, err, errlen) == -1)
+    r = -1;
   return r;
 }
 
@@ -678,20 +779,50 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   char err[256];
-  bool demoted;
+  bool demoted, was_primary;
 
   if (h->offset > REPL_ROLE_MAX || h->seq > REPL_DISK_STATE_MAX) {
     conn_fail (c, "protocol error: STATE with role %" PRIu64
                " and disk state %" PRIu64, h->offset, h->seq);
     return -1;
   }
+  /* count (allow-two-primaries): from a storage Primary to a storage
+   * node the diskless nodes that write through it; from a storage
+   * Secondary to a diskless node the storage Primaries it follows. */
+  if (h->count != 0 &&
+      (c->c_peer_diskless || !node->n_cfg.cf_two_primaries ||
+       (h->offset == REPL_ROLE_PRIMARY) == node->n_diskless)) {
+    conn_fail (c, "protocol error: STATE (role %s) from a %s node with "
+               "node mask 0x%" PRIx32, role_name (h->offset),
+               c->c_peer_diskless ? "diskless" : "storage", h->count);
+    return -1;
+  }
+  if (node->n_diskless && !c->c_peer_diskless &&
+      node->n_cfg.cf_two_primaries)
+    diskless_peer_follows (node, c, h->offset == REPL_ROLE_PRIMARY
+                                    ? 0 : h->count);
   if (role_check_peer_role (node, c, h->offset, err, sizeof err) == -1) {
+    conn_fail (c, "the peer became Primary: %s", err);
+    return -1;
+  }
+  /* A storage peer that becomes Primary beside a diskless one (its
+   * STATE names the diskless nodes that write through it). */
+  pthread_mutex_lock (&p->pr_lock);
+  was_primary = c->c_role == REPL_ROLE_PRIMARY;
+  pthread_mutex_unlock (&p->pr_lock);
+  if (h->offset == REPL_ROLE_PRIMARY && !was_primary &&
+      tp_check_routed (node, c, h->count, err, sizeof err) == -1) {
     conn_fail (c, "the peer became Primary: %s", err);
     return -1;
   }
   pthread_mutex_lock (&p->pr_lock);
   if (c->c_role != h->offset)
     events_connection (p, "role:%s", role_name (h->offset));
+  /* A diskless node answers a storage node's every STATE saying
+   * Primary with ROUTED (diskless_route_update, two-primaries.c). */
+  if (node->n_diskless && !c->c_peer_diskless &&
+      h->offset == REPL_ROLE_PRIMARY)
+    c->c_tp_primary_states++;
   demoted = c->c_role == REPL_ROLE_PRIMARY && h->offset != REPL_ROLE_PRIMARY;
   c->c_role = h->offset;
   /* allow-two-primaries: a resync or verify held back while it was
@@ -732,5 +863,9 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   if (node->n_diskless && !c->c_peer_diskless &&
       h->seq == REPL_DISK_UPTODATE)
     diskless_peer_state (node, c);
+  /* A storage node became Primary, or no longer is: where our writes
+   * go (allow-two-primaries). */
+  if (node->n_diskless && !c->c_peer_diskless)
+    diskless_route_update (node, h->offset == REPL_ROLE_PRIMARY ? c : NULL);
   return 0;
 }

@@ -148,7 +148,10 @@ apply_parts (struct repl_node *node, const struct repl_hdr *h,
  * its bitmap at the next connect).  A diskless primary's write that
  * some storage nodes do not get from it is forwarded to those we reach
  * (forward.c), ordered with any resync we send them by our interval
- * lock. */
+ * lock.  As a storage Primary beside a diskless one (allow-two-
+ * primaries), its writes take our interval lock too, whether or not
+ * they go on: ordered with our clients' writes (two-primaries.c), as
+ * one of them would be (a new generation first if a peer went). */
 int
 secondary_apply_io (struct conn *c, const struct rx_msg *m)
 {
@@ -163,7 +166,11 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
   struct waiter fwd;
   bool forwarding = c->c_away_mask != 0;
   bool data = h->type != REPL_MSG_FLUSH;
-  bool two = data && node->n_cfg.cf_two_primaries;
+  bool two = data && node->n_cfg.cf_two_primaries &&
+             !node->n_cfg.cf_has_diskless;
+  bool beside = c->c_peer_diskless && node->n_cfg.cf_two_primaries &&
+                node_role (node) == REPL_ROLE_PRIMARY;
+  bool hold = data && (forwarding || beside);
   int r = 0;
 
   if (check_digest (c, h, payload) == -1)
@@ -186,10 +193,12 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
     tp_apply_end (c, m, &ta, r == 0);
     return r;
   }
-  if (forwarding && data)
+  if (beside && data && atomic_load (&node->n_gen_pending))
+    gen_before_write (node);
+  if (hold)
     ilock_acquire (&node->n_ilock, &range, h->offset, h->count);
   if (data && meta_al_begin (node, h->offset, h->count) == -1) {
-    if (forwarding)
+    if (hold)
       ilock_release (&node->n_ilock, &range);
     return -2;
   }
@@ -214,7 +223,7 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
   if (r == 0 && data)
     forward_mark_unreached (c, h->offset, h->count);
   if (r == -1) {
-    if (forwarding)
+    if (hold)
       ilock_release (&node->n_ilock, &range);
     return -1;
   }
@@ -226,7 +235,7 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
     waiter_init (&fwd, 0);
     if (r == 0)
       forward_submit (c, h, payload, &fwd, fwd_msgs);
-    if (data)
+    if (hold)
       ilock_release (&node->n_ilock, &range);
     /* Acknowledged by where it went: bounded by those connections'
      * timeout.  Meanwhile nobody reads this one (the primary's pings
@@ -237,6 +246,14 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
     atomic_store (&c->c_rx_forwarding, false);
     waiter_destroy (&fwd);
   }
+  else if (hold)
+    ilock_release (&node->n_ilock, &range);
+  /* Beside a diskless Primary, its write is answered in our
+   * generation: one we started for it is no longer tentative
+   * (role_complete_write does the same for our clients' writes). */
+  if (r == 0 && beside && atomic_load (&node->n_gen_unacked) &&
+      atomic_exchange (&node->n_gen_unacked, false))
+    worker_post (node, WORK_GEN_COMMIT);
   return r;
 }
 
@@ -462,7 +479,13 @@ may_feed_us (struct conn *c, unsigned type)
   case REPL_MSG_RESYNC_DONE: case REPL_MSG_VERIFY_REQ:
     return node_role (node) != REPL_ROLE_PRIMARY && !node->n_diskless &&
            !c->c_peer_diskless;
-  case REPL_MSG_READ_REQ: case REPL_MSG_OUT_OF_SYNC:
+  case REPL_MSG_READ_REQ:       /* reads change nothing: beside a
+                                   storage Primary too */
+    return c->c_peer_diskless && !node->n_diskless &&
+           c->c_role == REPL_ROLE_PRIMARY &&
+           (node_role (node) != REPL_ROLE_PRIMARY ||
+            node->n_cfg.cf_two_primaries);
+  case REPL_MSG_OUT_OF_SYNC:
     return c->c_peer_diskless && forward_may_feed_us (c);
   case REPL_MSG_RESIZE:         /* from the Primary, or an UpToDate node
                                    when there is none (resize.c checks) */
@@ -482,10 +505,17 @@ secondary_check (struct conn *c, const struct repl_hdr *h)
   char err[256];
 
   if (!may_feed_us (c, h->type)) {
-    conn_fail (c, "protocol error: %s from a peer that is not our "
-               "primary%s", wire_type_name (h->type),
-               node_primary_is_diskless_or_none (node)
-               ? " nor a storage node that feeds us" : "");
+    if (c->c_peer_diskless && c->c_role == REPL_ROLE_PRIMARY &&
+        node->n_cfg.cf_two_primaries && node_role (node) != REPL_ROLE_PRIMARY)
+      conn_fail (c, "%s straight from a diskless Primary while this node "
+                 "follows a storage Primary, which it writes through "
+                 "(allow-two-primaries); reconnecting",
+                 wire_type_name (h->type));
+    else
+      conn_fail (c, "protocol error: %s from a peer that is not our "
+                 "primary%s", wire_type_name (h->type),
+                 node_primary_is_diskless_or_none (node)
+                 ? " nor a storage node that feeds us" : "");
     return -1;
   }
   if (h->seq != c->c_expect_seq) {

@@ -68,6 +68,24 @@ node_set_disk (struct repl_node *node, enum repl_disk_state disk)
   worker_post (node, WORK_ANNOUNCE);   /* the peers learn it */
 }
 
+/* n_primary_id from this node's role and the peers that are Primary:
+ * this node if it is, else a storage Primary (with two, allow-two-
+ * primaries, one is a storage node: diskless.c), else a diskless one,
+ * else -1.  The one place that sets it.  n_lock held. */
+static void
+primary_id_locked (struct repl_node *node)
+{
+  ASSERT_LOCKED (&node->n_lock);
+  if (node->n_role == REPL_ROLE_PRIMARY)
+    node->n_primary_id = node->n_self->nc_id;
+  else if (node->n_primaries_storage != 0)
+    node->n_primary_id = __builtin_ctz (node->n_primaries_storage);
+  else if (node->n_primaries_diskless != 0)
+    node->n_primary_id = __builtin_ctz (node->n_primaries_diskless);
+  else
+    node->n_primary_id = -1;
+}
+
 /* Change this node's role; n_lock held.  Logged by the caller, which
  * knows why (role.c). */
 void
@@ -79,28 +97,38 @@ node_set_role_locked (struct repl_node *node, enum repl_role role)
   if (role != REPL_ROLE_PRIMARY)    /* its generation is the others' now */
     atomic_store (&node->n_gen_unacked, false);
   node->n_role = role;
-  if (role == REPL_ROLE_PRIMARY)
-    node->n_primary_id = node->n_self->nc_id;
-  else if (node->n_primary_id == (int) node->n_self->nc_id)
-    node->n_primary_id = -1;
+  primary_id_locked (node);
   pthread_cond_broadcast (&node->n_cond);
 }
 
 /* Peer p is Primary (or no longer, or gone): n_primary_id names the
  * primary as far as we know.  With two primaries (allow-two-primaries)
- * a Primary names itself; the peer's role is in its connection.
- * n_lock held. */
+ * a Primary names itself, and a Secondary the storage one of the two;
+ * each peer's role is in its connection.  n_lock held. */
 void
 node_peer_role_locked (struct repl_node *node, const struct peer *p,
                        bool primary)
 {
+  uint32_t bit = UINT32_C (1) << p->pr_cfg->nc_id;
+  uint32_t *mask = p->pr_cfg->nc_diskless ? &node->n_primaries_diskless
+                                          : &node->n_primaries_storage;
+  uint32_t was = *mask;
+
   ASSERT_LOCKED (&node->n_lock);
-  if (node->n_role == REPL_ROLE_PRIMARY)
-    node->n_primary_id = node->n_self->nc_id;
-  else if (primary)
-    node->n_primary_id = p->pr_cfg->nc_id;
-  else if (node->n_primary_id == (int) p->pr_cfg->nc_id)
-    node->n_primary_id = -1;
+  if (primary)
+    *mask |= bit;
+  else
+    *mask &= ~bit;
+  primary_id_locked (node);
+  /* Both wait for this: tp_beside_storage_primary and a diskless
+   * node's dl_wait_unfollowed. */
+  node->n_dl_follow_seq++;
+  pthread_cond_broadcast (&node->n_cond);
+  /* A storage Secondary beside diskless nodes tells them which storage
+   * Primaries it follows now (role_tell_state), on a change only. */
+  if (*mask != was && tp_routes_diskless (node) &&
+      node->n_role != REPL_ROLE_PRIMARY && !p->pr_cfg->nc_diskless)
+    worker_post_locked (node, WORK_ANNOUNCE);
 }
 
 /* Change p's connection state along Connecting -> Handshake ->

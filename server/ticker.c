@@ -8,6 +8,14 @@
  * that is alive but stalled).  The connection is then torn down and its
  * writes recorded in the dirty bitmap: clients never wait longer than
  * about `timeout` for a sick peer.
+ *
+ * A ticker that did not run for ping-timeout (the process was stopped,
+ * SIGSTOP or a paused VM, or starved) finds every connection stale:
+ * its peers have given this node up, and what its receivers read on
+ * waking was sent before.  It drops them all, and until it has,
+ * node_has_quorum counts no peer: a Primary that wakes does not answer
+ * its held writes on the word of a peer that has left (a diskless
+ * peer's old pings, read from the socket buffer, looked like life).
  */
 #include <config.h>
 
@@ -15,10 +23,38 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "cleanup.h"
 #include "internal.h"
 #include "log.h"
 
 #define TICK_MS 100
+
+/* The ticker's first look after a gap longer than ping-timeout (see
+ * above): drop every connection; then note the time. */
+static void
+woke_stale (struct repl_node *node)
+{
+  uint64_t now = now_ns ();
+  uint64_t last = atomic_load (&node->n_tick_ns);
+  size_t i;
+
+  if (last != 0 && now > last &&
+      now - last > node->n_cfg.cf_ping_timeout_ms * UINT64_C (1000000)) {
+    log_error ("node %s: did not run for %.1f s (stopped, or starved): "
+               "its peers have given it up; reconnecting to every peer",
+               node->n_self->nc_name, (now - last) / 1e9);
+    for (i = 0; i < PEERS (node)->pl_n; i++) {
+      struct peer *p = PEERS (node)->pl_peers[i];
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+      struct conn *c = peer_conn_locked (p);
+
+      if (c != NULL && !c->c_failed)
+        conn_fail_locked (c, "this node did not run for %.1f s",
+                          (now - last) / 1e9);
+    }
+  }
+  atomic_store (&node->n_tick_ns, now);
+}
 
 static void
 check_peer (struct repl_node *node, struct peer *p, uint64_t now)
@@ -102,6 +138,7 @@ ticker_thread (void *arg)
 
     pthread_mutex_unlock (&node->n_lock);
     peers_enter (node);
+    woke_stale (node);
     for (i = 0; i < PEERS (node)->pl_n; i++)
       check_peer (node, PEERS (node)->pl_peers[i], now_ns ());
     role_start_check (node);
@@ -111,6 +148,9 @@ ticker_thread (void *arg)
     peers_start_added (node);     /* ... and added */
     pthread_mutex_lock (&node->n_lock);
 
+    /* From here: a wait longer than ping-timeout is a stop (woke_stale),
+     * not this loop's own work. */
+    atomic_store (&node->n_tick_ns, now_ns ());
     ts = deadline_after_ns (TICK_MS * UINT64_C (1000000));
     if (!node->n_stopping)
       pthread_cond_timedwait (&node->n_cond, &node->n_lock, &ts);

@@ -254,6 +254,329 @@ tp_wait_lost (struct repl_node *node)
   }
 }
 
+/* ---- With diskless nodes: one storage and one diskless Primary ----
+ *
+ * Two storage Primaries order their writes between themselves (above);
+ * that works for two nodes only.  With diskless nodes the pair is one
+ * storage node S and one diskless node D, and there is nothing to
+ * resolve: D writes through S alone (diskless.c, its route), S takes
+ * D's writes into its interval lock like its own clients' and forwards
+ * them to the other storage nodes (forward.c, AWAY), in its one order,
+ * on the same connections as its own writes.  Every storage node then
+ * applies the overlapping writes of both in the order S did.  What has
+ * to be right is the change between the two ways D writes:
+ *
+ *  - S becomes Primary while D is (or may become) Primary
+ *    (tp_take_routes, from role_changed): S waits for the handshakes
+ *    with diskless nodes that are under way, tells the diskless nodes
+ *    first, and waits for each one's ROUTED: D then writes through S
+ *    only, and none of its writes that went straight to another
+ *    storage node is in flight.  Each STATE (or HELLO_STATE) saying
+ *    Primary that S sends a diskless node is counted, and ROUTED names
+ *    the count it answers, so an old answer is never taken for a new
+ *    one.  If a diskless Primary's connection fails during that wait,
+ *    or its ROUTED does not come within net: timeout, the promotion is
+ *    undone
+ *    (tp_undo_promotion): its direct writes may still be on their way
+ *    to the others.  Only then does S start its generation, tell the
+ *    storage nodes, and do its clients write (n_role_unannounced).
+ *
+ *  - Its STATE (and HELLO_STATE) to the storage nodes names the
+ *    diskless nodes whose ROUTED it holds (a bit mask).  A storage node
+ *    T that has a diskless Primary connected which is not named refuses
+ *    S, at a STATE or a handshake (tp_check_routed): that one wrote to T
+ *    directly and may go on,
+ *    and T could not order those writes with S's.  (S promoted while
+ *    cut off from D, which writes to T: the two sides become a split
+ *    brain that the next connection reports, not a silent
+ *    divergence.)
+ *
+ *  - S stops being Primary (demoted, or lost): D writes straight to
+ *    every target again.  Its writes to a range never overlap in
+ *    flight (its own interval lock), so one that went through S is
+ *    applied everywhere before the next one to the range goes out.
+ *    Each storage Secondary tells the diskless nodes which storage
+ *    Primaries it follows (STATE count, role_tell_state), and D writes
+ *    straight only once none of them follows one (dl_wait_unfollowed,
+ *    bounded by a ping timeout and two ping intervals: by then a silent
+ *    S has been noticed there too, as D noticed it); else the write
+ *    fails: D cut off from a live S does not write beside it, and
+ *    starts no generation that nobody takes.  A storage node that
+ *    still follows S when a direct write comes anyway refuses it after
+ *    the same kind of wait (tp_beside_storage_primary).
+ *
+ *  - D takes only a storage Primary in its generation for its route
+ *    (diskless_route_update): one that was away while D wrote (frozen
+ *    past ping-timeout, cut off) and comes back Primary missed D's
+ *    writes, and its peers do not follow it; D drops the connection
+ *    until it is demoted and resynced.
+ *
+ * DRBD resolves overlapping writes of two Primaries per connection,
+ * between the two of them (drbd_receiver.c, handle_write_conflicts);
+ * a diskless Primary has no copy to resolve anything on, and one order
+ * made by one storage node serves every other storage node, however
+ * many.  The cost is a second hop for the diskless Primary's writes
+ * while a storage node is Primary beside it.  Two diskless Primaries,
+ * or two storage ones beside diskless nodes, are refused (tp_check_
+ * pair, decide_promote). */
+
+/* Is this a storage node that takes diskless Primaries' writes through
+ * it when it is Primary (allow-two-primaries with diskless nodes)? */
+bool
+tp_routes_diskless (const struct repl_node *node)
+{
+  return !node->n_diskless && node->n_cfg.cf_two_primaries &&
+         node->n_cfg.cf_has_diskless;
+}
+
+/* Peer p (on c) says it is Primary: with diskless nodes, allow it only
+ * if the Primaries, with it, are at most one storage node and one
+ * diskless node (this node, if it is Primary, and the peers connected
+ * on connections that have not failed: a storage Primary in an older
+ * generation that p replaces was dropped by role_check_peer_role).
+ * Returns 0, or -1 with the reason in err. */
+int
+tp_check_pair (struct repl_node *node, struct conn *c, char *err,
+               size_t errlen)
+{
+  struct peer *p = c->c_peer;
+  const char *other = NULL;
+  unsigned storage = 0, diskless = 0;
+  size_t i;
+
+  if (node_role (node) == REPL_ROLE_PRIMARY) {
+    other = node->n_self->nc_name;
+    if (node->n_diskless)
+      diskless++;
+    else
+      storage++;
+  }
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    struct conn *qc;
+
+    if (q == p)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    qc = peer_conn_locked (q);
+    if (qc != NULL && !qc->c_failed && qc->c_role == REPL_ROLE_PRIMARY) {
+      other = q->pr_cfg->nc_name;
+      if (q->pr_cfg->nc_diskless)
+        diskless++;
+      else
+        storage++;
+    }
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+  if (p->pr_cfg->nc_diskless)
+    diskless++;
+  else
+    storage++;
+  if (storage <= 1 && diskless <= 1)
+    return 0;
+  snprintf (err, errlen, "refusing connection: the peer says it is "
+            "Primary, and %s is Primary; with diskless nodes, allow-two-"
+            "primaries allows one storage Primary and one diskless Primary "
+            "at a time", other);
+  return -1;
+}
+
+/* Storage peer S (on c) says in a STATE that it is Primary, and that the
+ * diskless nodes in mask write through it.  A diskless Primary connected
+ * here that is not in mask may write to us directly: refuse S (see
+ * above).  Returns 0, or -1 with the reason in err. */
+int
+tp_check_routed (struct repl_node *node, struct conn *c, uint32_t mask,
+                 char *err, size_t errlen)
+{
+  size_t i;
+
+  if (!tp_routes_diskless (node) || c->c_peer_diskless)
+    return 0;
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+    struct conn *qc = peer_conn_locked (q);
+
+    if (!q->pr_cfg->nc_diskless || qc == NULL || qc->c_failed ||
+        qc->c_role != REPL_ROLE_PRIMARY ||
+        (mask & (UINT32_C (1) << q->pr_cfg->nc_id)) != 0)
+      continue;
+    snprintf (err, errlen, "refusing it: diskless Primary %s, connected "
+              "here, does not write through it (allow-two-primaries): "
+              "its writes to this node could not be ordered with the "
+              "peer's (the peer was promoted without a connection to %s?)",
+              q->pr_cfg->nc_name, q->pr_cfg->nc_name);
+    return -1;
+  }
+  return 0;
+}
+
+/* The diskless nodes whose ROUTED this storage Primary holds for every
+ * STATE saying Primary it sent them: the mask its STATE carries. */
+uint32_t
+tp_routed_mask (struct repl_node *node)
+{
+  uint32_t mask = 0;
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+    struct conn *c = peer_conn_locked (q);
+
+    if (q->pr_cfg->nc_diskless && c != NULL && !c->c_failed &&
+        c->c_tp_primary_states > 0 &&
+        c->c_tp_routed >= c->c_tp_primary_states)
+      mask |= UINT32_C (1) << q->pr_cfg->nc_id;
+  }
+  return mask;
+}
+
+/* This storage node became Primary beside diskless nodes (role_changed,
+ * before anything else is told of it): the handshakes with diskless
+ * nodes under way end first, then each connected diskless node hears
+ * our STATE and answers ROUTED (see above), all bounded by net:
+ * timeout.  A diskless Secondary that does not answer is dropped.
+ * Returns 0, or -1 with the reason in err if a diskless Primary was
+ * lost or did not answer: the caller undoes the promotion. */
+int
+tp_take_routes (struct repl_node *node, char *err, size_t errlen)
+{
+  uint64_t deadline = now_ns () +
+                      node->n_cfg.cf_timeout_ms * UINT64_C (1000000);
+  struct timespec ts = deadline_at_ns (deadline);
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+
+    while (q->pr_cfg->nc_diskless && q->pr_state == CONN_HANDSHAKE &&
+           !q->pr_stopping && now_ns () < deadline)
+      pthread_cond_timedwait (&q->pr_cond, &q->pr_lock, &ts);
+  }
+  for (i = 0; i < PEERS (node)->pl_n; i++)
+    if (PEERS (node)->pl_peers[i]->pr_cfg->nc_diskless)
+      role_tell_state (PEERS (node)->pl_peers[i]);
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+    struct conn *c;
+    uint64_t want;
+    bool primary;
+
+    if (!q->pr_cfg->nc_diskless || (c = peer_conn_locked (q)) == NULL)
+      continue;
+    want = c->c_tp_primary_states;
+    while (c->c_tp_routed < want && !c->c_failed && now_ns () < deadline)
+      pthread_cond_timedwait (&q->pr_cond, &q->pr_lock, &ts);
+    if (c->c_tp_routed >= want) {
+      log_info ("peer %s: writes through this node now",
+                q->pr_cfg->nc_name);
+      continue;
+    }
+    primary = c->c_role == REPL_ROLE_PRIMARY;
+    if (!c->c_failed)
+      conn_fail_locked (c, "no ROUTED within net: timeout after we "
+                        "became Primary (allow-two-primaries)");
+    if (primary) {
+      snprintf (err, errlen, "diskless Primary %s was lost, or did not "
+                "answer, before it wrote through this node (allow-two-"
+                "primaries): its direct writes to the other storage "
+                "nodes may still be on their way; try again once it is "
+                "connected", q->pr_cfg->nc_name);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* The promotion that tp_take_routes failed for is undone: this node is
+ * Secondary again (unless something else changed the role meanwhile);
+ * role_changed tells the peers. */
+void
+tp_undo_promotion (struct repl_node *node, const char *why)
+{
+  {
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_role_lock);
+
+    if (node_role (node) != REPL_ROLE_PRIMARY)
+      return;
+    if (meta_set_flags (node, 0, MD_FLAG_PRIMARY) == -1)
+      log_error ("node %s: cannot write the metadata (role flag)",
+                 node->n_self->nc_name);
+    pthread_mutex_lock (&node->n_lock);
+    node_set_role_locked (node, REPL_ROLE_SECONDARY);
+    pthread_mutex_unlock (&node->n_lock);
+    node->n_auto_promoted = false;
+  }
+  atomic_store (&node->n_gen_pending, false);
+  log_error ("node %s: promotion undone, Secondary again: %s",
+             node->n_self->nc_name, why);
+}
+
+/* ROUTED from a diskless node (see above).  Returns 0, or -1 once the
+ * connection has failed. */
+int
+tp_handle_routed (struct conn *c, const struct repl_hdr *h)
+{
+  struct peer *p = c->c_peer;
+  struct repl_node *node = p->pr_node;
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
+
+  if (node->n_diskless || !c->c_peer_diskless ||
+      !node->n_cfg.cf_two_primaries || h->offset > c->c_tp_primary_states) {
+    conn_fail_locked (c, "protocol error: ROUTED %" PRIu64 " from %s (we "
+                      "sent %" PRIu64 " STATEs saying Primary)", h->offset,
+                      c->c_peer_diskless ? "a diskless node"
+                      : "a storage node", c->c_tp_primary_states);
+    return -1;
+  }
+  if (h->offset > c->c_tp_routed)
+    c->c_tp_routed = h->offset;
+  pthread_cond_broadcast (&p->pr_cond);
+  return 0;
+}
+
+/* A data message (or AWAY) straight from diskless Primary c to this
+ * storage Secondary: refused while we follow a storage Primary (see
+ * above), after a bounded wait for its loss or demotion to reach us:
+ * a ping timeout and a ping interval (nobody reads c meanwhile: its
+ * reader forwards, c_rx_forwarding).  True: refuse. */
+bool
+tp_beside_storage_primary (struct conn *c)
+{
+  struct repl_node *node = c->c_peer->pr_node;
+  struct timespec ts;
+  bool refuse;
+
+  if (!tp_routes_diskless (node) || !c->c_peer_diskless ||
+      node_role (node) == REPL_ROLE_PRIMARY)
+    return false;
+  ts = deadline_after_ns ((node->n_cfg.cf_ping_timeout_ms +
+                           node->n_cfg.cf_ping_interval_ms) *
+                          UINT64_C (1000000));
+  pthread_mutex_lock (&node->n_lock);
+  if (node->n_primaries_storage == 0) {
+    pthread_mutex_unlock (&node->n_lock);
+    return false;
+  }
+  atomic_store (&c->c_rx_forwarding, true);
+  while (node->n_primaries_storage != 0 && !node->n_stopping &&
+         pthread_cond_timedwait (&node->n_cond, &node->n_lock,
+                                 &ts) != ETIMEDOUT)
+    ;
+  refuse = node->n_primaries_storage != 0;
+  pthread_mutex_unlock (&node->n_lock);
+  c->c_last_recv_ns = now_ns ();
+  atomic_store (&c->c_rx_forwarding, false);
+  if (!refuse)
+    log_info ("peer %s: writes to this node directly again, now that no "
+              "storage node is Primary", c->c_peer->pr_cfg->nc_name);
+  return refuse;
+}
+
 /* replctl verify, resync, invalidate-remote and resize start an
  * exchange (a resync, a verify, RESIZE) that only a Secondary takes:
  * while this node is Primary and the other storage node is Primary
@@ -272,7 +595,7 @@ tp_refuse_beside_primary (struct repl_node *node, const char *what,
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
     struct conn *c = peer_conn_locked (p);
 
-    if (c != NULL && c->c_role == REPL_ROLE_PRIMARY) {
+    if (c != NULL && c->c_role == REPL_ROLE_PRIMARY && !c->c_peer_diskless) {
       snprintf (err, errlen, "peer %s is Primary too (allow-two-primaries): "
                 "%s runs only while one of the two is Secondary (replctl "
                 "secondary on one of them first)", p->pr_cfg->nc_name, what);

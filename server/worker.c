@@ -13,7 +13,9 @@
  *                   its generation, and the other secondaries whether we
  *                   are ahead of them
  *   WORK_ANNOUNCE   tell every connected peer our role and disk state
- *                   (STATE), after the disk state changed
+ *                   (STATE), after the disk state changed, or (a storage
+ *                   Secondary beside diskless nodes, allow-two-primaries)
+ *                   the storage Primaries it follows
  *   WORK_GEN_COMMIT a write of the generation this Primary started
  *                   last completed: clear its tentative flag
  *                   (gen_commit) and tell the peers (then WORK_UUIDS)
@@ -39,6 +41,14 @@ void
 worker_post (struct repl_node *node, unsigned work)
 {
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&node->n_lock);
+  worker_post_locked (node, work);
+}
+
+/* The same with n_lock held. */
+void
+worker_post_locked (struct repl_node *node, unsigned work)
+{
+  ASSERT_LOCKED (&node->n_lock);
   node->n_work |= work;
   pthread_cond_signal (&node->n_work_cond);
 }

@@ -239,7 +239,11 @@ ranged (struct repl_node *node, struct local_op *op, uint32_t count,
   uint32_t al_count;
   int r = 0;
 
-  if (!node->n_diskless && node->n_cfg.cf_two_primaries)
+  /* Two storage Primaries (the only two nodes); beside diskless nodes
+   * the other Primary is diskless and writes through us (diskless.c):
+   * our writes go as a single Primary's. */
+  if (!node->n_diskless && node->n_cfg.cf_two_primaries &&
+      !node->n_cfg.cf_has_diskless)
     return ranged_two_primaries (node, op, count, offset);
 
   if (node->n_diskless)

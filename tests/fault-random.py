@@ -5,7 +5,7 @@
 #   fault-random.py [--seed N] [--nodes 2|3] [--diskless] [--duration SECS]
 #                   [--faults kill,stop,partition,promote] [--keep]
 #                   [--converge SECS] [--rate N] [--blocks N] [--mode M]
-#                   [--tls]
+#                   [--tls] [--two-primaries]
 #
 # Builds network namespaces (as scripts/netns.sh does, named with this
 # process's pid, deleted at the end however it ends), starts one real
@@ -31,7 +31,15 @@
 # over which the writer (in a namespace of its own) reaches the nodes,
 # as a client on the primary's host would.  With --diskless a diskless
 # node, never faulted, is the primary; the writer uses it over a unix
-# socket and the faults hit the storage nodes.
+# socket and the faults hit the storage nodes.  With --two-primaries
+# (and --diskless) the resource has allow-two-primaries: the first
+# storage node is Primary too, with a second writer of its own (over
+# the client network, on the blocks after the first writer's); the
+# faults hit it as "the primary".  When it comes back from a fault
+# Secondary (killed) or as a Primary its peers no longer follow
+# (frozen, cut off), the driver stops its writer, demotes it if need
+# be, promotes it once it is in sync, and starts a new run of the
+# writer (a log per run, all checked in order).
 #
 # At the end every fault is healed, dead nodes restarted, extra
 # primaries demoted, and the driver waits (bounded) until every node is
@@ -144,6 +152,14 @@ class Driver:
         if a.diskless:
             self.nodes.append(Node("client", len(names), diskless=True))
         self.chosen = self.nodes[-1] if a.diskless else self.storage[0]
+        # --two-primaries: the storage Primary beside the diskless one,
+        # its writer, the logs of its runs, and how long it has been
+        # Primary with a peer that is neither connected nor faulted.
+        self.second = self.storage[0] if a.two_primaries else None
+        self.writer2 = None
+        self.logs2 = []
+        self.stale2 = 0
+        self.writers_stopped = False
         self.writer = None
         self.t0 = None              # when the writer started
         self.active = []            # faults in force
@@ -196,7 +212,7 @@ class Driver:
             self.add_link(n.name, "eth0", "br0", self.addr(n))
             if not n.diskless:
                 self.add_link(n.name, "eth1", "br1", self.addr(n, 1))
-        if not self.a.diskless:
+        if not self.a.diskless or self.second:
             self.add_ns("writer")
             self.add_link("writer", "eth1", "br1", f"{NET}.1.100")
 
@@ -213,6 +229,7 @@ class Driver:
     def write_config(self):
         quorum = "majority" if len(self.nodes) >= 3 else "off"
         lines = ["resource: r0", "protocol: C", f"quorum: {quorum}",
+                 *(["allow-two-primaries: true"] if self.second else []),
                  "on-no-quorum: io-error", "auto-promote: false", "net:",
                  "  ping-interval: 0.5", f"  ping-timeout: {PING_TIMEOUT:g}",
                  "  timeout: 3", "  connect-retry-max: 0.5", "nodes:"]
@@ -304,10 +321,11 @@ class Driver:
     def begin(self, ev):
         """Apply a scheduled fault to the node it resolves to now."""
         free = [n for n in self.storage if n.fault is None]
-        if ev["target"] == "primary" and self.chosen in free:
-            n = self.chosen
+        primary = self.second or self.chosen
+        if ev["target"] == "primary" and primary in free:
+            n = primary
         else:
-            others = [n for n in free if n is not self.chosen]
+            others = [n for n in free if n is not primary]
             if not others:
                 self.say(f"skip {ev['kind']}: every other node is faulted")
                 return
@@ -318,7 +336,7 @@ class Driver:
             ev["peer"] = peers[(ev["pick"] >> 8) % len(peers)]
             what += f" to {ev['peer'].name}"
         ev = dict(ev, node=n, ends=self.now() + ev["hold"],
-                  was_primary=n is self.chosen)
+                  was_primary=n is primary)
         getattr(self, ev["kind"] + "_begin")(n, ev)
         n.fault = ev
         self.active.append(ev)
@@ -390,7 +408,9 @@ class Driver:
             st = self.status(n)
             if st is None:
                 continue
-            if n is self.chosen and st["role"] != "Primary":
+            if n is self.second:
+                self.reconcile_second(n, st)
+            elif n is self.chosen and st["role"] != "Primary":
                 rc, out = self.replctl(n, "primary")
                 self.tell(n, rc, f"promote {n.name}", out)
             elif n is not self.chosen and st["role"] == "Primary":
@@ -398,6 +418,38 @@ class Driver:
                 self.tell(n, rc, f"demote {n.name}", out)
                 if rc != 0 and self.writer and self.writer.poll() is None:
                     self.writer.send_signal(signal.SIGUSR1)
+
+    def reconcile_second(self, n, st):
+        """--two-primaries: keep the storage node beside the diskless
+        Primary Primary with its writer running, once it is in sync."""
+        peers_ok = all(p["connection"] == "Connected" or
+                       self.node(p["name"]).fault is not None
+                       for p in st["peers"])
+        if st["role"] == "Primary" and not peers_ok:
+            self.stale2 += 1
+            if self.stale2 < 4:
+                return
+            self.say(f"{n.name}: Primary, but its peers do not follow it: "
+                     f"stopping its writer and demoting it")
+            self.stop_writer2()
+            rc, out = self.replctl(n, "secondary")
+            self.tell(n, rc, f"demote {n.name}", out)
+            return
+        self.stale2 = 0
+        if st["role"] == "Primary":
+            if self.writer2 is None and self.t0 is not None and \
+                    not self.writers_stopped:
+                self.start_writer2()
+            return
+        if self.writer2 is not None:
+            self.stop_writer2()
+        if (st["disk"] == "UpToDate" and peers_ok and
+                all(p["replication"] == "Established" for p in st["peers"])):
+            rc, out = self.replctl(n, "primary")
+            self.tell(n, rc, f"promote {n.name}", out)
+
+    def node(self, name):
+        return next(n for n in self.nodes if n.name == name)
 
     def tell(self, n, rc, what, out):
         """Report a role change, and a refusal once until it changes."""
@@ -414,7 +466,8 @@ class Driver:
             st = self.status(n)
             if st is None:
                 return f"{n.name}: no status"
-            want = "Primary" if n is self.chosen else "Secondary"
+            want = ("Primary" if n is self.chosen or n is self.second
+                    else "Secondary")
             if st["role"] != want:
                 return f"{n.name}: {st['role']}, not {want}"
             if st["disk"] not in ("UpToDate", "Diskless"):
@@ -463,6 +516,37 @@ class Driver:
                                        stderr=open(self.path("writer.err"), "w"),
                                        text=True)
 
+    def start_writer2(self):
+        """A new run of the second writer, on the blocks after the
+        first writer's, through the second Primary only."""
+        log = self.path(f"writer2-{len(self.logs2) + 1}.log")
+        self.logs2.append(log)
+        secs = self.a.duration + self.a.converge + 60
+        cmd = ["ip", "netns", "exec", self.ns("writer"), self.a.ackwrite,
+               "-l", log, "-f", str(self.a.blocks), "-c", str(self.a.blocks),
+               "-t", str(secs), "-s", str(self.a.seed + len(self.logs2)),
+               "-T", "8", "-m", self.a.mode]
+        if self.a.rate:
+            cmd += ["-R", str(self.a.rate)]
+        self.writer2 = subprocess.Popen(
+            cmd + [f"nbd://{self.addr(self.second, 1)}:{NBD_PORT}"],
+            stdout=subprocess.PIPE,
+            stderr=open(self.path("writer2.err"), "a"), text=True)
+        self.say(f"second writer: run {len(self.logs2)} on {self.second.name}")
+
+    def stop_writer2(self):
+        if self.writer2 is None:
+            return
+        self.writer2.send_signal(signal.SIGTERM)
+        try:
+            out, _ = self.writer2.communicate(timeout=20)
+            self.say(f"second writer run {len(self.logs2)}: {out.strip()}")
+        except subprocess.TimeoutExpired:
+            self.writer2.kill()
+            self.writer2.wait()
+            self.problems.append("the second writer did not stop within 20 s of SIGTERM")
+        self.writer2 = None
+
     def stop_writer(self):
         self.writer.send_signal(signal.SIGTERM)
         try:
@@ -502,6 +586,8 @@ class Driver:
 
     def check(self, compare):
         cmd = [sys.executable, self.a.ackcheck, "--log", self.path("writer.log")]
+        for log in self.logs2:
+            cmd += ["--log", log]
         if not compare:
             cmd.append("--no-compare")
         disks = [self.path(n.name + ".img") for n in self.storage]
@@ -552,6 +638,8 @@ class Driver:
             self.end(ev)
         why = self.wait_converged(self.a.converge)
         self.stop_writer()
+        self.writers_stopped = True
+        self.stop_writer2()
         if why is None:
             why = self.wait_converged(30)
         if why:
@@ -572,6 +660,15 @@ class Driver:
             acks = sum(1 for l in f if l.startswith("ack "))
         if acks == 0:
             self.problems.append("the writer had no write acknowledged")
+        if self.second:
+            acks2 = 0
+            for log in self.logs2:
+                with open(log) as f:
+                    acks2 += sum(1 for l in f if l.startswith("ack "))
+            self.say(f"second writer: {len(self.logs2)} run(s), "
+                     f"{acks2} writes acknowledged")
+            if acks2 == 0:
+                self.problems.append("the second writer had no write acknowledged")
 
     def tail_logs(self):
         for n in self.nodes:
@@ -588,9 +685,10 @@ class Driver:
                 sys.stdout.writelines(f.readlines()[-10:])
 
     def cleanup(self):
-        if self.writer and self.writer.poll() is None:
-            self.writer.kill()
-            self.writer.wait()
+        for w in (self.writer, self.writer2):
+            if w and w.poll() is None:
+                w.kill()
+                w.wait()
         for n in self.nodes:
             if n.proc and n.proc.poll() is None:
                 n.proc.kill()
@@ -617,10 +715,15 @@ def main():
                     help="what acknowledges a write (ackwrite -m)")
     ap.add_argument("--size-mb", type=int, default=16)
     ap.add_argument("--keep", action="store_true", help="keep the directory")
+    ap.add_argument("--two-primaries", action="store_true",
+                    help="with --diskless: allow-two-primaries, the first "
+                    "storage node Primary too, with a writer of its own")
     ap.add_argument("--tls", action="store_true",
                     help="tls: true (with a secret) on the replication links")
     a = ap.parse_args()
     a.faults = [c for c in a.faults.split(",") if c]
+    if a.two_primaries and not a.diskless:
+        ap.error("--two-primaries needs --diskless")
     bad = [c for c in a.faults if c not in CLASSES]
     if bad:
         ap.error(f"unknown fault classes: {','.join(bad)}")
@@ -630,7 +733,8 @@ def main():
     a.ackcheck = os.path.join(here, "ackcheck.py")
 
     print(f"fault-random: seed {a.seed} nodes {a.nodes}"
-          f"{' +diskless' if a.diskless else ''}{' +tls' if a.tls else ''} duration {a.duration:g}s "
+          f"{' +diskless' if a.diskless else ''}{' +tls' if a.tls else ''}"
+          f"{' +two-primaries' if a.two_primaries else ''} duration {a.duration:g}s "
           f"faults {','.join(a.faults) or 'none'}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     d = Driver(a)

@@ -400,3 +400,49 @@ wait_st ()
     done
     fail "node $1: '$2' not true within $3 s: $(st "$1" 2>&1 | jq -c '{role, disk, quorum, peers: [.peers[] | {name, connection, disk, replication, out_of_sync_bytes, last_error}]}' 2>/dev/null)"
 }
+
+# Two writers of tests/twoprim.py at once (allow-two-primaries).
+TWOPRIM="/usr/bin/python3 $(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/twoprim.py"
+
+# twoprim_start ROUND SECS BLOCKS URI1 URI2: writer 1 on URI1 and writer
+# 2 on URI2 write random 4 KiB blocks of the first BLOCKS, 16 in flight
+# each, and stop together SECS s from now (their last writes cross);
+# their logs are $tmpdir/w1.ROUND.json and w2.ROUND.json, their output
+# w1.out and w2.out.  Sets TP_W1 and TP_W2 (pids).
+twoprim_start ()
+{
+    local r=$1 secs=$2 blocks=$3 deadline first
+    deadline=$($TWOPRIM now $(( secs + 1 )))
+    first=$(( r * 10000000 ))
+    $TWOPRIM write "$4" 1 "$blocks" "$deadline" $first 1000000 \
+        "$tmpdir/w1.$r.json" >"$tmpdir/w1.out" 2>&1 &
+    TP_W1=$!
+    cleanup_fn "kill $TP_W1 2>/dev/null || true"
+    $TWOPRIM write "$5" 2 "$blocks" "$deadline" $first 1000000 \
+        "$tmpdir/w2.$r.json" >"$tmpdir/w2.out" 2>&1 &
+    TP_W2=$!
+    cleanup_fn "kill $TP_W2 2>/dev/null || true"
+}
+
+# twoprim_wait ROUND SECS: wait (bounded: SECS + 61 s) for the writers
+# of twoprim_start; sets TP_RC1 and TP_RC2 to their exit statuses.
+twoprim_wait ()
+{
+    local i
+    for (( i = 0; i < ($2 + 61) * 10; i++ )); do
+        kill -0 $TP_W1 2>/dev/null || kill -0 $TP_W2 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 $TP_W1 2>/dev/null && fail "round $1: writer 1 still running"
+    kill -0 $TP_W2 2>/dev/null && fail "round $1: writer 2 still running"
+    TP_RC1=0; wait $TP_W1 || TP_RC1=$?
+    TP_RC2=0; wait $TP_W2 || TP_RC2=$?
+}
+
+# wait_storage_uptodate NODE PEER [SECONDS]: NODE sees storage node PEER
+# connected, UpToDate, Established and with nothing out of sync (where
+# wait_uptodate would wait for a diskless peer's disk too).
+wait_storage_uptodate ()
+{
+    wait_for "$1" "[.peers[] | select(.name == \"$2\") | .connection == \"Connected\" and .disk == \"UpToDate\" and .replication == \"Established\" and .out_of_sync_bytes == 0] | length == 1 and all" "${3:-60}"
+}

@@ -13,10 +13,10 @@ import os
 import struct
 
 MAGIC = 0x4e425250              # "NBRP"
-VERSION = 4
+VERSION = 5
 HELLO, PING, WRITE, TRIM, RESYNC_DATA, ACK = 1, 2, 4, 5, 9, 11
 AUTH_CHALLENGE, AUTH_RESPONSE, HELLO_STATE = 24, 25, 26
-HDR_SIZE, HELLO_SIZE, HELLO_STATE_SIZE, AUTH_SIZE = 32, 80, 64, 32
+HDR_SIZE, HELLO_SIZE, HELLO_STATE_SIZE, AUTH_SIZE = 32, 80, 72, 32
 FEATURE_AUTH = 1
 SECONDARY, PRIMARY = 0, 1
 INCONSISTENT, OUTDATED, UPTODATE, DISKLESS = 0, 1, 2, 3
@@ -64,13 +64,13 @@ def hello_v3(node_id, peer_id, role, disk, size, resource=b"r0",
 
 
 def hello_state(role, disk, size, current=0, bitmap=0, history=(0, 0),
-                flags=0, changes=0, primary_since=0):
+                flags=0, changes=0, primary_since=0, routed=0):
     """A HELLO_STATE message, header included: the sender's role, disk
     state, size and generation UUIDs, sent after the authentication."""
     payload = (struct.pack(">IIQ", role, disk, size)
                + struct.pack(">QQQQII", current, bitmap, history[0],
                              history[1], flags, changes)
-               + struct.pack(">Q", primary_since))
+               + struct.pack(">QII", primary_since, routed, 0))
     assert len(payload) == HELLO_STATE_SIZE
     return hdr(HELLO_STATE, length=len(payload)) + payload
 
@@ -80,10 +80,10 @@ def unhello_state(payload):
     role, disk, size = struct.unpack(">IIQ", payload[:16])
     current, bitmap, h0, h1, flags, changes = struct.unpack(
         ">QQQQII", payload[16:56])
-    (primary_since,) = struct.unpack(">Q", payload[56:64])
+    primary_since, routed, _ = struct.unpack(">QII", payload[56:72])
     return dict(role=role, disk=disk, size=size, current=current,
                 bitmap=bitmap, history=(h0, h1), flags=flags,
-                changes=changes, primary_since=primary_since)
+                changes=changes, primary_since=primary_since, routed=routed)
 
 
 def recv_exact(s, n):

@@ -8,7 +8,7 @@
 # The real link must stay Connected on the connection it had (its
 # connected_ms only grows), no write may fail, no new generation, no
 # resync, no promotion of the secondary (a client trying it meanwhile is
-# refused), and the attacker must receive at most a version-4 HELLO
+# refused), and the attacker must receive at most a version-5 HELLO
 # (version, features, ids, resource) and the challenge/response bytes:
 # never a size, role, disk state or generation UUID.
 source "$(dirname "$0")/functions.sh"
@@ -83,10 +83,10 @@ def check(way, claim, target, t, payload):
         summary["messages"][str(t)] = summary["messages"].get(str(t), 0) + 1
     if t == HELLO:
         if len(payload) != HELLO_SIZE:
-            return violation(way, "a HELLO of %d bytes (not version 4's "
+            return violation(way, "a HELLO of %d bytes (not version 5's "
                              "80: it carries the node's state)" % len(payload))
         h = unhello(payload)
-        if (h["version"] != 4 or h["node_id"] != target or
+        if (h["version"] != 5 or h["node_id"] != target or
                 h["peer_id"] != claim or h["resource"] != b"r0" or
                 h["features"] & ~FEATURE_AUTH):
             return violation(way, "unexpected HELLO %r" % h)
@@ -233,7 +233,7 @@ wait $attacker || fail "the attacker failed: $(tail -n 5 "$tmpdir/attacker.err")
 wait $prober || fail "the prober failed: $(cat "$tmpdir/prober.out")"
 info "attacker: $(cat "$tmpdir/attacker.json")"
 
-# What the attacker got: nothing but version-4 HELLOs and auth bytes.
+# What the attacker got: nothing but version-5 HELLOs and auth bytes.
 jq -e '.violations == []' "$tmpdir/attacker.json" >/dev/null ||
     problem "the attacker learnt or changed something: $(jq -c '.violations | unique' "$tmpdir/attacker.json")"
 jq -e '[.attempts[]] | length == 5 and all(. >= 3)' "$tmpdir/attacker.json" >/dev/null ||

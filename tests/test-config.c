@@ -254,7 +254,9 @@ START_TEST (test_minimal_defaults)
 }
 END_TEST
 
-/* allow-two-primaries: protocol C, exactly two storage nodes. */
+/* allow-two-primaries: protocol C; exactly two storage nodes, or
+ * diskless nodes beside the storage nodes (a storage and a diskless
+ * Primary). */
 START_TEST (test_two_primaries)
 {
   struct repl_config cfg;
@@ -270,11 +272,18 @@ START_TEST (test_two_primaries)
                 "  - {name: gamma, id: 2, address: '10.0.0.3:7789', "
                 "disk: d}\n",
                 "allow-two-primaries: true needs exactly two nodes, both "
-                "with a disk (this file has 3 node(s))");
-  expect_error (1, "allow-two-primaries: true\n" TWO_NODES
+                "with a disk, or diskless nodes beside the storage nodes "
+                "(this file has 3 storage node(s) and no diskless one)");
+  ck_assert_msg (load ("allow-two-primaries: true\n" TWO_NODES
+                       "  - {name: client, id: 2, address: '10.0.0.3:7789', "
+                       "disk: none}\n", &cfg) == 0, "%s", err);
+  ck_assert (cfg.cf_two_primaries && cfg.cf_has_diskless);
+  config_free (&cfg);
+  expect_error (1, "allow-two-primaries: true\nprotocol: A\n" TWO_NODES
                 "  - {name: client, id: 2, address: '10.0.0.3:7789', "
                 "disk: none}\n",
-                "exactly two nodes", "one diskless");
+                "allow-two-primaries: true needs protocol: C (protocol "
+                "is A)");
 }
 END_TEST
 

@@ -56,7 +56,8 @@ START_TEST (test_promote)
 END_TEST
 
 /* allow-two-primaries: an UpToDate node may join a connected Primary;
- * never forced, never diskless. */
+ * never forced, never a third.  With diskless nodes, one storage and
+ * one diskless Primary, never two of either. */
 START_TEST (test_promote_two_primaries)
 {
   struct promote_case c = { .pc_quorum = true, .pc_disk = REPL_DISK_UPTODATE,
@@ -71,11 +72,44 @@ START_TEST (test_promote_two_primaries)
   c.pc_disk = REPL_DISK_OUTDATED;
   c.pc_force = true;
   ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_PEER_PRIMARY);
+
+  /* A diskless node beside a storage Primary. */
   c = (struct promote_case) { .pc_quorum = true, .pc_diskless = true,
                               .pc_disk = REPL_DISK_DISKLESS,
                               .pc_storage_uptodate = true,
                               .pc_peer_primary = true,
-                              .pc_two_primaries = true };
+                              .pc_has_diskless = true };
+  ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_PEER_PRIMARY);
+  c.pc_two_primaries = true;
+  ck_assert_int_eq (decide_promote (&c), PROMOTE);
+  c.pc_storage_uptodate = false;
+  ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_NO_STORAGE);
+  c.pc_storage_uptodate = true;
+  /* ... not beside a diskless Primary, nor as a third. */
+  c.pc_peer_primary_diskless = true;
+  ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_PEER_PRIMARY);
+  c.pc_peer_primary_diskless = false;
+  c.pc_peers_primary = true;
+  ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_PEER_PRIMARY);
+
+  /* A storage node beside a diskless Primary, UpToDate only; not
+   * beside a storage Primary when the resource has diskless nodes. */
+  c = (struct promote_case) { .pc_quorum = true,
+                              .pc_disk = REPL_DISK_UPTODATE,
+                              .pc_peer_primary = true,
+                              .pc_peer_primary_diskless = true,
+                              .pc_two_primaries = true,
+                              .pc_has_diskless = true };
+  ck_assert_int_eq (decide_promote (&c), PROMOTE);
+  c.pc_peer_primary_diskless = false;
+  ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_PEER_PRIMARY);
+  c.pc_peer_primary_diskless = true;
+  c.pc_disk = REPL_DISK_OUTDATED;
+  c.pc_force = true;
+  ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_PEER_PRIMARY);
+  c.pc_disk = REPL_DISK_UPTODATE;
+  c.pc_force = false;
+  c.pc_peers_primary = true;
   ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_PEER_PRIMARY);
 }
 END_TEST

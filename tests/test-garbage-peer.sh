@@ -62,7 +62,7 @@ expect_log "bad hello: bad magic"
 send "4e425250000100000000006000"            # header cut short
 expect_log "closed before a complete hello"
 
-send "$(hello 4 r9)"
+send "$(hello 5 r9)"
 expect_log "(node node0): refusing connection: peer serves resource 'r9'"
 
 send "$(hello 99 r0)"
@@ -70,9 +70,9 @@ expect_log "bad hello: .*version 99"
 
 # A node of protocol version 3 (its HELLO is 144 bytes): named for it.
 send "$(hello 3 r0)"
-expect_log "bad hello: HELLO: version 3 not supported (want 4)"
+expect_log "bad hello: HELLO: version 3 not supported (want 5)"
 
-send "$(hello 4 r0 7 1)"
+send "$(hello 5 r0 7 1)"
 expect_log "node id 7 is not a peer"
 
 # A wrong message type where the hello should be.
@@ -94,7 +94,7 @@ silent=$!
 cleanup_fn "kill $silent 2>/dev/null"
 for (( i=0; i<50; i++ )); do [ -e "$tmpdir/silent.ready" ] && break; sleep 0.1; done
 [ -e "$tmpdir/silent.ready" ] || fail "the silent connections did not connect within 5 s"
-send "$(hello 4 r0 6 1)"
+send "$(hello 5 r0 6 1)"
 expect_log "node id 6 is not a peer" 3
 expect_log "no hello within 3 s" 10
 

@@ -13,8 +13,10 @@
 # self-test runs.  A long one, with random seeds, on demand:
 #   FAULT_SECONDS=600 FAULT_RUNS=20 tests/test-random-faults.sh
 # Other knobs: FAULT_CLASSES (kill,stop,partition,promote), FAULT_NODES
-# (2 or 3), FAULT_DISKLESS=1, FAULT_SEEDS="7 8 9" (instead of random
-# seeds; a failing seed replays the same schedule).
+# (2 or 3), FAULT_DISKLESS=1, FAULT_TWO_PRIMARIES=1 (with
+# FAULT_DISKLESS: a storage Primary beside the diskless one, each with a
+# writer), FAULT_SEEDS="7 8 9" (instead of random seeds; a failing seed
+# replays the same schedule).
 source "$(dirname "$0")/functions.sh"
 requires ip -V
 requires nbdkit file --version
@@ -94,6 +96,7 @@ secs=${FAULT_SECONDS:-40}
 runs=${FAULT_RUNS:-2}
 nodes=${FAULT_NODES:-3}
 [ -z "${FAULT_DISKLESS:-}" ] || nodes=2     # a diskless node takes 2 storage nodes
+[ -z "${FAULT_TWO_PRIMARIES:-}" ] || nodes=${FAULT_NODES:-3}
 # make check replays three fixed seeds, so that a CI failure is a change
 # in the engine and replays exactly; FAULT_RUNS=N draws N random seeds.
 if [ -n "${FAULT_RUNS:-}" ]; then
@@ -108,12 +111,27 @@ for entry in $seeds; do
     [ "$entry" = "$seed" ] || run_classes=${entry%:*}
     if ! timeout $((secs + 400)) /usr/bin/python3 "$(dirname "$0")/fault-random.py" \
             --seed "$seed" --nodes "$nodes" ${FAULT_DISKLESS:+--diskless} \
+            ${FAULT_TWO_PRIMARIES:+--two-primaries} \
             --duration "$secs" --faults "$run_classes" >"$tmpdir/run-$seed.out" 2>&1; then
         failed+=("$run_classes:$seed")
         grep -v "refusing client" "$tmpdir/run-$seed.out" | tail -n 60
     fi
     grep "seed $seed: \(PASS\|FAIL\)" "$tmpdir/run-$seed.out" || echo "seed $seed: no verdict"
 done
+# make check also replays one schedule of a storage and a diskless
+# Primary side by side (allow-two-primaries; seed 6 once lost
+# acknowledged writes through a storage Primary that came back from a
+# long freeze: the diskless one no longer writes through a Primary
+# outside its generation, diskless.c).
+if [ -z "${FAULT_SEEDS:-}${FAULT_RUNS:-}${FAULT_DISKLESS:-}" ]; then
+    if ! timeout $((secs + 400)) /usr/bin/python3 "$(dirname "$0")/fault-random.py" \
+            --seed 6 --nodes 3 --diskless --two-primaries --duration "$secs" \
+            --faults kill,stop,partition >"$tmpdir/run-tp-6.out" 2>&1; then
+        failed+=("two-primaries:6")
+        grep -v "refusing client" "$tmpdir/run-tp-6.out" | tail -n 60
+    fi
+    grep "seed 6: \(PASS\|FAIL\)" "$tmpdir/run-tp-6.out" || echo "seed 6: no verdict"
+fi
 [ ${#failed[@]} -eq 0 ] ||
     fail "$nodes nodes: failed: ${failed[*]}"
 info "ok: $(wc -w <<<"$seeds") runs of ${secs}s, $nodes nodes ($seeds): every acknowledged write kept, replicas identical"

@@ -17,7 +17,6 @@ source "$(dirname "$0")/functions.sh"
 requires jq --version
 requires /usr/bin/python3 -c "import nbd"
 
-TWOPRIM="/usr/bin/python3 $(dirname "$0")/twoprim.py"
 SECS=${TWOPRIM_LARGE_SECS:-12}
 
 make_config 2 C 32M

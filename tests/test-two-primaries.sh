@@ -20,8 +20,6 @@ requires /usr/bin/python3 -c "import nbd"
 BLOCKS=64                       # 256 KiB: the two writers meet all the time
 ROUNDS=${TWOPRIM_ROUNDS:-5}
 ROUND_SECS=4                    # 5 rounds of 4 s: 20 s of writing
-MAXWRITES=1000000
-TWOPRIM="/usr/bin/python3 $(dirname "$0")/twoprim.py"
 
 make_config 2 C 16M
 sed -i 's/^protocol: C/&\nallow-two-primaries: true/' "$CONFIG"
@@ -43,25 +41,11 @@ info "both Primary"
 # what the disks hold, hence rounds.)
 logs=()
 for (( r = 1; r <= ROUNDS; r++ )); do
-    deadline=$($TWOPRIM now $(( ROUND_SECS + 1 )))
-    first=$(( r * 10000000 ))
-    $TWOPRIM write "$(uri node0)" 1 $BLOCKS "$deadline" $first $MAXWRITES \
-        "$tmpdir/w1.$r.json" >"$tmpdir/w1.out" 2>&1 &
-    w1=$!
-    cleanup_fn "kill $w1 2>/dev/null || true"
-    $TWOPRIM write "$(uri node1)" 2 $BLOCKS "$deadline" $first $MAXWRITES \
-        "$tmpdir/w2.$r.json" >"$tmpdir/w2.out" 2>&1 &
-    w2=$!
-    cleanup_fn "kill $w2 2>/dev/null || true"
+    twoprim_start $r $ROUND_SECS $BLOCKS "$(uri node0)" "$(uri node1)"
     # Bounded: the writers stop at the deadline; 60 s more is a hang.
-    for (( i = 0; i < (ROUND_SECS + 61) * 10; i++ )); do
-        kill -0 $w1 2>/dev/null || kill -0 $w2 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 $w1 2>/dev/null && fail "round $r: writer 1 still running"
-    kill -0 $w2 2>/dev/null && fail "round $r: writer 2 still running"
-    wait $w1 || fail "round $r: writer 1 failed: $(cat "$tmpdir/w1.out")"
-    wait $w2 || fail "round $r: writer 2 failed: $(cat "$tmpdir/w2.out")"
+    twoprim_wait $r $ROUND_SECS
+    [ $TP_RC1 = 0 ] || fail "round $r: writer 1 failed: $(cat "$tmpdir/w1.out")"
+    [ $TP_RC2 = 0 ] || fail "round $r: writer 2 failed: $(cat "$tmpdir/w2.out")"
     logs+=("$tmpdir/w1.$r.json" "$tmpdir/w2.$r.json")
     wait_uptodate node0 30
     wait_uptodate node1 30

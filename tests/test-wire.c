@@ -26,7 +26,8 @@ struct expect {
                                    REPL_HELLO_MAX), 3 uuids, 4 words
                                    (multiple of 8), 5 one word,
                                    6 REPL_AUTH_SIZE, 7 hello state */
-  int has_count;
+  int has_count;                /* 1 count > 0, 0 count == 0, 2 any
+                                   (the handler checks it) */
 };
 
 static const struct expect expect[] = {
@@ -48,7 +49,7 @@ static const struct expect expect[] = {
   { REPL_MSG_VERIFY_REQ, "VERIFY_REQ", 0, 0, 1 },
   { REPL_MSG_VERIFY_REPLY, "VERIFY_REPLY", 0, 4, 1 },
   { REPL_MSG_GOODBYE, "GOODBYE", 0, 0, 0 },
-  { REPL_MSG_STATE, "STATE", REPL_FLAG_SYNC_PAUSED, 0, 0 },
+  { REPL_MSG_STATE, "STATE", REPL_FLAG_SYNC_PAUSED, 0, 2 },
   { REPL_MSG_AWAY, "AWAY", 0, 5, 0 },
   { REPL_MSG_OUT_OF_SYNC, "OUT_OF_SYNC", 0, 5, 1 },
   { REPL_MSG_READ_REQ, "READ_REQ", 0, 0, 1 },
@@ -59,6 +60,7 @@ static const struct expect expect[] = {
   { REPL_MSG_RESIZE_QUERY, "RESIZE_QUERY", 0, 0, 0 },
   { REPL_MSG_RESIZE_REPLY, "RESIZE_REPLY", REPL_FLAG_ERROR, 0, 0 },
   { REPL_MSG_RESIZE, "RESIZE", REPL_FLAG_ASSUME_CLEAN, 5, 0 },
+  { REPL_MSG_ROUTED, "ROUTED", 0, 0, 0 },
 };
 #define NR_EXPECT (sizeof expect / sizeof expect[0])
 
@@ -66,7 +68,7 @@ static const struct expect expect[] = {
 static void
 valid_hdr (const struct expect *e, struct repl_hdr *h)
 {
-  uint32_t count = e->has_count ? 65536 : 0;
+  uint32_t count = e->has_count == 1 ? 65536 : 0;
   uint32_t length = e->payload == 1 ? count
                   : e->payload == 2 ? REPL_HELLO_SIZE
                   : e->payload == 3 ? REPL_UUIDS_SIZE
@@ -264,10 +266,10 @@ START_TEST (test_hdr_bad_flags)
       n++;
     }
   }
-  /* 29 types * 16 bits, less the 12 allowed (FUA x3, MAY_TRIM x1,
+  /* 30 types * 16 bits, less the 12 allowed (FUA x3, MAY_TRIM x1,
    * RECEIVED x1, ZEROES x1, ERROR x2, DIGEST x2, SYNC_PAUSED x1,
    * ASSUME_CLEAN x1). */
-  ck_assert_int_eq (n, 29 * 16 - 12);
+  ck_assert_int_eq (n, 30 * 16 - 12);
 
   /* RESYNC_DATA with ZEROES: count bytes of zeroes, no payload. */
   {
@@ -377,13 +379,13 @@ START_TEST (test_hdr_length_count)
     case 7:
       valid_hdr (e, &h);
       h.length = REPL_HELLO_STATE_SIZE - 1;
-      expect_reject (&h, "HELLO_STATE: length 63 != 64");
+      expect_reject (&h, "HELLO_STATE: length 71 != 72");
       h.length = REPL_HELLO_STATE_SIZE + 1;
-      expect_reject (&h, "HELLO_STATE: length 65 != 64");
+      expect_reject (&h, "HELLO_STATE: length 73 != 72");
       h.length = 0;
-      expect_reject (&h, "HELLO_STATE: length 0 != 64");
+      expect_reject (&h, "HELLO_STATE: length 0 != 72");
       h.length = REPL_HELLO_SIZE;
-      expect_reject (&h, "HELLO_STATE: length 80 != 64");
+      expect_reject (&h, "HELLO_STATE: length 80 != 72");
       break;
     case 3:
       valid_hdr (e, &h);
@@ -428,7 +430,12 @@ START_TEST (test_hdr_length_count)
       abort ();
     }
 
-    if (e->has_count) {
+    if (e->has_count == 2) {
+      valid_hdr (e, &h);
+      h.count = UINT32_MAX;
+      expect_accept (&h);
+    }
+    else if (e->has_count) {
       valid_hdr (e, &h);
       h.count = 0;
       if (e->payload == 1)
@@ -646,7 +653,7 @@ valid_hello (struct repl_hello *hello)
 START_TEST (test_hello_round_trip)
 {
   static const uint8_t want[REPL_HELLO_SIZE] = {
-    0, 0, 0, 4,                 /* version */
+    0, 0, 0, 5,                 /* version */
     0, 0, 0, 0,                 /* features */
     0, 0, 0, 3,                 /* node_id */
     0, 0, 0, 7,                 /* peer_id */
@@ -660,7 +667,7 @@ START_TEST (test_hello_round_trip)
   char err[256] = "";
   char longname[REPL_RESOURCE_MAX];
 
-  ck_assert_int_eq (REPL_PROTO_VERSION, 4);
+  ck_assert_int_eq (REPL_PROTO_VERSION, 5);
   valid_hello (&in);
   memset (buf, 0xaa, sizeof buf);
   wire_encode_hello (&in, buf);
@@ -727,6 +734,8 @@ START_TEST (test_hello_state_round_trip)
     0, 0, 0, 5,                 /* flags */
     0, 0, 0, 9,                 /* changes */
     0, 0, 0x01, 0x8c, 0x5f, 0x6e, 0x7d, 0x80, /* primary_since */
+    0, 0, 0, 0x05,              /* routed: nodes 0 and 2 */
+    0, 0, 0, 0,                 /* reserved */
   };
   struct repl_hello in, out;
   uint8_t buf[REPL_HELLO_STATE_SIZE];
@@ -734,6 +743,7 @@ START_TEST (test_hello_state_round_trip)
   unsigned role, ds;
 
   valid_hello (&in);
+  in.routed = 5;
   memset (buf, 0xaa, sizeof buf);
   wire_encode_hello_state (&in, buf);
   ck_assert_mem_eq (buf, want, REPL_HELLO_STATE_SIZE);
@@ -750,6 +760,7 @@ START_TEST (test_hello_state_round_trip)
   ck_assert_uint_eq (out.uuids.flags, in.uuids.flags);
   ck_assert_uint_eq (out.uuids.changes, in.uuids.changes);
   ck_assert_uint_eq (out.primary_since, in.primary_since);
+  ck_assert_uint_eq (out.routed, 5);
   /* The HELLO part of out is left alone. */
   ck_assert_uint_eq (out.version, 0xaaaaaaaa);
   ck_assert_uint_eq (out.node_id, 0xaaaaaaaa);
@@ -815,13 +826,15 @@ START_TEST (test_hello_reject)
    * (144 bytes, the state in it) is named for its version. */
   memcpy (buf, good, sizeof buf);
   buf[3] = 3;
-  hello_bad (buf, 144, "HELLO: version 3 not supported (want 4)");
+  hello_bad (buf, 144, "HELLO: version 3 not supported (want 5)");
   hello_bad (buf, REPL_HELLO_SIZE, "version 3 not supported");
   hello_bad (buf, 4, "version 3 not supported");
   buf[3] = 1;
   hello_bad (buf, REPL_HELLO_SIZE, "version 1");
-  buf[3] = 5;
-  hello_bad (buf, REPL_HELLO_SIZE, "version 5");
+  buf[3] = 4;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 4 not supported (want 5)");
+  buf[3] = 6;
+  hello_bad (buf, REPL_HELLO_SIZE, "version 6");
   buf[3] = 0;
   hello_bad (buf, REPL_HELLO_SIZE, "version 0");
   buf[0] = 1; buf[3] = 4;
@@ -887,9 +900,20 @@ START_TEST (test_hello_state_reject)
   wire_encode_hello_state (&in, good);
   good[REPL_HELLO_STATE_SIZE] = 0;
 
-  hello_state_bad (good, 0, "HELLO_STATE: payload length 0 != 64");
-  hello_state_bad (good, REPL_HELLO_STATE_SIZE - 1, "length 63 != 64");
-  hello_state_bad (good, REPL_HELLO_STATE_SIZE + 1, "length 65 != 64");
+  hello_state_bad (good, 0, "HELLO_STATE: payload length 0 != 72");
+  hello_state_bad (good, REPL_HELLO_STATE_SIZE - 1, "length 71 != 72");
+  hello_state_bad (good, REPL_HELLO_STATE_SIZE + 1, "length 73 != 72");
+
+  /* The routed mask: from a Primary only; the reserved word 0. */
+  memcpy (buf, good, sizeof buf);
+  buf[67] = 1;
+  buf[3] = REPL_ROLE_SECONDARY;
+  hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "HELLO_STATE: routed mask "
+                   "0x1 from a node that is not Primary");
+  memcpy (buf, good, sizeof buf);
+  buf[71] = 1;
+  hello_state_bad (buf, REPL_HELLO_STATE_SIZE, "HELLO_STATE: reserved field "
+                   "0x1 not 0");
 
   /* The UUIDs' change count and primary_since are any number. */
   memcpy (buf, good, sizeof buf);
@@ -1092,6 +1116,10 @@ START_TEST (test_hello_state_fuzz)
       buf[8] &= (r & 2) ? 0x7f : 0xff;
       memset (buf + 48, 0, 3);
       buf[51] &= (r & 8) ? 0x07 : 0x0f;
+      /* The reserved word 0; a routed mask only from a Primary. */
+      memset (buf + 68, 0, 4);
+      if (buf[3] != REPL_ROLE_PRIMARY)
+        memset (buf + 64, 0, 4);
     }
 
     if (wire_decode_hello_state (buf, (r & 4) ? (r >> 32) % 100 : sizeof buf,
@@ -1101,6 +1129,7 @@ START_TEST (test_hello_state_fuzz)
       ck_assert_uint_le (hello.disk_state, REPL_DISK_STATE_MAX);
       ck_assert_uint_le (hello.size, INT64_MAX);
       ck_assert_uint_le (hello.uuids.flags, GU_FLAGS_KNOWN);
+      ck_assert (hello.routed == 0 || hello.role == REPL_ROLE_PRIMARY);
       wire_encode_hello_state (&hello, buf2);
       ck_assert_mem_eq (buf, buf2, REPL_HELLO_STATE_SIZE);
     }

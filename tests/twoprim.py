@@ -8,6 +8,7 @@
 #   twoprim.py tamper DISK BLOCKS LOG...
 #   twoprim.py now [SECONDS]
 #   twoprim.py big URI SEED AREA DEADLINE
+#   twoprim.py crossed LOG...
 #
 # write: WRITER (1..255) writes 4096-byte blocks at random block numbers
 # in [0, BLOCKS) of the export, 16 requests in flight (never two to one
@@ -26,7 +27,9 @@
 # so that a block that mixes two writes is seen.  LOG (JSON): for every
 # write its block, seq, and the monotonic clock (CLOCK_MONOTONIC, the
 # same in every process) before it was sent and after its answer was
-# seen.  Any failed write ends the run with status 1.
+# seen; and the writes never answered (the connection went: its server
+# was killed), with the time they were sent.  Any failed write ends the
+# run with status 1 (the log is written all the same).
 #
 # check: every block of DISK is all zeroes (if no writer wrote it) or
 # a whole block of one writer, at its own position, and it is the last
@@ -34,8 +37,13 @@
 # writer: a lost acknowledged write).  And it is consistent with real
 # time: if a write of the other writer to the block was sent after the
 # write found on the disk was answered, that write must be on the disk
-# instead.  One line per violation, a summary, status 1 on any.  The
-# LOGs of one writer may be several (runs one after the other).
+# instead.  A write that was never answered may be on the disk or not
+# (its writer's last answered write then).  One line per violation, a
+# summary, status 1 on any.  The LOGs of one writer may be several (runs
+# one after the other).
+#
+# crossed: how many pairs of writes of two writers to the same block
+# were in flight at the same time (the test's proof that they met).
 #
 # tamper: the checker's self-test: put back, in DISK, an older write of
 # the writer whose write a block holds (the first block where there is
@@ -76,6 +84,8 @@ def write(uri, writer, blocks, deadline, firstseq, maxwrites, log):
     end = deadline
     maxseq = firstseq - 1 + maxwrites
     failed = []
+    gone = False                # the connection failed: no more answers
+    unanswered = []             # [block, seq, t_sent] that failed
 
     def issue():
         nonlocal seq
@@ -92,12 +102,17 @@ def write(uri, writer, blocks, deadline, firstseq, maxwrites, log):
         busy.add(block)
 
     while True:
-        while (len(inflight) < QD and seq < maxseq and
-               time.monotonic() < end and not failed):
-            issue()
-        if not inflight:
+        try:
+            while (len(inflight) < QD and seq < maxseq and
+                   time.monotonic() < end and not failed):
+                issue()
+            if not inflight:
+                break
+            h.poll(-1)
+        except nbd.Error as e:
+            failed.append(f"connection: {e}")
+            gone = True
             break
-        h.poll(-1)
         for cookie in list(inflight):
             ok = True
             try:
@@ -111,9 +126,16 @@ def write(uri, writer, blocks, deadline, firstseq, maxwrites, log):
             busy.discard(block)
             if ok:
                 done.append([block, s, t, time.monotonic()])
-    h.shutdown()
+            else:
+                unanswered.append([block, s, t])
+    pending = unanswered + [[b, s, t] for b, s, _, t in inflight.values()]
+    if not gone:
+        try:
+            h.shutdown()
+        except nbd.Error as e:      # the server is gone
+            failed.append(f"shutdown: {e}")
     with open(log, "w") as f:
-        json.dump({"writer": writer, "writes": done}, f)
+        json.dump({"writer": writer, "writes": done, "pending": pending}, f)
     if failed:
         for m in failed:
             print(f"writer {writer}: {m}", file=sys.stderr)
@@ -160,13 +182,18 @@ def big(uri, seed, area, deadline):
     return 0
 
 
-def load(logs):
-    # Per writer: block -> its writes to the block, in seq order.
+def load(logs, pending=None):
+    # Per writer: block -> its writes to the block, in seq order; into
+    # pending (if given): writer -> block -> seqs of writes never answered.
     writes = {}
     for path in logs:
         with open(path) as f:
             d = json.load(f)
         writes.setdefault(d["writer"], []).extend(d["writes"])
+        if pending is not None:
+            for block, seq, _ in d.get("pending", []):
+                pending.setdefault(d["writer"], {}).setdefault(
+                    block, set()).add(seq)
     writers = {}
     for w, ws in writes.items():
         per_block = {}
@@ -174,6 +201,28 @@ def load(logs):
             per_block.setdefault(block, []).append((seq, sent, answered))
         writers[w] = per_block
     return writers
+
+
+def crossed(logs):
+    # Pairs of writes of two writers to one block, in flight together.
+    import bisect
+
+    writers = load(logs)
+    n = 0
+    ws = sorted(writers)
+    for i, a in enumerate(ws):
+        for b in ws[i + 1:]:
+            for block, wa in writers[a].items():
+                wb = writers[b].get(block, [])
+                sent = sorted(x[1] for x in wb)
+                answered = sorted(x[2] for x in wb)
+                # b's writes that began before a's ended, less those
+                # that ended before a's began.
+                for _, sa, aa in wa:
+                    n += (bisect.bisect_left(sent, aa) -
+                          bisect.bisect_right(answered, sa))
+    print(n)
+    return 0
 
 
 def tamper(disk, blocks, logs):
@@ -197,7 +246,10 @@ def tamper(disk, blocks, logs):
 
 
 def check(disk, blocks, logs):
-    writers = load(logs)
+    pending = {}
+    writers = load(logs, pending)
+    for w in pending:
+        writers.setdefault(w, {})
     bad = 0
     counts = {"zero": 0}
     with open(disk, "rb") as f:
@@ -205,6 +257,9 @@ def check(disk, blocks, logs):
             data = f.read(BLOCK)
             last = {w: pb[block][-1] for w, pb in writers.items()
                     if block in pb}
+            if data == bytes(BLOCK) and not last:
+                counts["zero"] += 1
+                continue
             if data == bytes(BLOCK):
                 counts["zero"] += 1
                 if last:
@@ -222,6 +277,9 @@ def check(disk, blocks, logs):
                 bad += 1
                 continue
             counts[writer] = counts.get(writer, 0) + 1
+            if seq in pending.get(writer, {}).get(block, ()):
+                counts["unanswered"] = counts.get("unanswered", 0) + 1
+                continue        # never answered: may be there or not
             if writer not in last or last[writer][0] != seq:
                 print(f"block {block}: writer {writer}'s seq {seq}, but its "
                       f"last write of the block was seq "
@@ -252,6 +310,8 @@ def main(argv):
         return big(argv[2], int(argv[3]), int(argv[4]), float(argv[5]))
     if len(argv) >= 5 and argv[1] == "check":
         return check(argv[2], int(argv[3]), argv[4:])
+    if len(argv) >= 3 and argv[1] == "crossed":
+        return crossed(argv[2:])
     if len(argv) >= 5 and argv[1] == "tamper":
         return tamper(argv[2], int(argv[3]), argv[4:])
     if len(argv) in (2, 3) and argv[1] == "now":
