@@ -120,8 +120,8 @@ node_peer_role_locked (struct repl_node *node, const struct peer *p,
   else
     *mask &= ~bit;
   primary_id_locked (node);
-  /* Both wait for this: tp_beside_storage_primary and a diskless
-   * node's dl_wait_unfollowed. */
+  /* Waited for by tp_beside_storage_primary, a diskless node's
+   * dl_wait_unfollowed and secondary.c's wait_primary_lost. */
   node->n_dl_follow_seq++;
   pthread_cond_broadcast (&node->n_cond);
   /* A storage Secondary beside diskless nodes tells them which storage

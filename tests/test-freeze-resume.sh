@@ -142,6 +142,10 @@ PY
     touch "$tmpdir/go"
     wait_st beta '[.peers[] | select(.name == "alpha") | .connection != "Connected"] | all' 20
     wait_st gamma '[.peers[] | select(.name == "alpha") | .connection != "Connected"] | all' 20
+    # beta and gamma reconnect to reconcile their activity logs after
+    # losing alpha: beta has quorum again once gamma is back (as an
+    # administrator checks status before promoting).
+    wait_st beta '.quorum == true and ([.peers[] | select(.name == "gamma") | .connection == "Connected"] | all)' 20
     "$REPLCTL" -s "$tmpdir/beta.sock" primary >/dev/null || fail "$label: promoting beta (majority) failed"
     write_at beta $BETA_AT B || fail "$label: beta, the new Primary, could not write"
 
