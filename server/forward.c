@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "byte-order.h"
+#include "cleanup.h"
 #include "internal.h"
 #include "log.h"
 
@@ -188,28 +189,14 @@ static void
 refused_pause (struct conn *sc)
 {
   struct peer *src = sc->c_peer;
-  struct repl_node *node = src->pr_node;
-  uint64_t until = now_ns () +
-    node->n_cfg.cf_connect_retry_max_ms * UINT64_C (1000000);
+  struct timespec ts = deadline_after_ns (
+    src->pr_node->n_cfg.cf_connect_retry_max_ms * UINT64_C (1000000));
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&src->pr_lock);
 
-  for (;;) {
-    struct timespec ts;
-    uint64_t now = now_ns (), t;
-    bool over;
-
-    pthread_mutex_lock (&src->pr_lock);
-    over = sc->c_failed || src->pr_stopping || now >= until;
-    if (!over) {
-      t = now + UINT64_C (100000000) < until ? now + UINT64_C (100000000)
-                                             : until;
-      ts.tv_sec = t / 1000000000;
-      ts.tv_nsec = t % 1000000000;
-      pthread_cond_timedwait (&src->pr_cond, &src->pr_lock, &ts);
-    }
-    pthread_mutex_unlock (&src->pr_lock);
-    if (over)
-      return;
-  }
+  while (!sc->c_failed && !src->pr_stopping &&
+         pthread_cond_timedwait (&src->pr_cond, &src->pr_lock,
+                                 &ts) != ETIMEDOUT)
+    ;
 }
 
 int

@@ -768,6 +768,7 @@ extern void node_set_role_locked (struct repl_node *node,
                                   enum repl_role role);
 extern void node_peer_role_locked (struct repl_node *node,
                                    const struct peer *p, bool primary);
+extern bool conn_wait_storage_primary_gone (struct conn *c);
 
 /* resync.c */
 extern void *resync_thread (void *arg);

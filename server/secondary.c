@@ -335,35 +335,6 @@ redecide_marked_pairs (struct repl_node *node, struct peer *p)
   }
 }
 
-/* A secondary's RESYNC_START came while we follow a storage Primary:
- * usually that secondary lost the Primary a moment before we do (its
- * ping-timeout ran out first) and reconciles.  We refuse it and
- * reconnect, but first wait, at most a ping timeout and a ping
- * interval, until the loss reaches us too (nobody reads c meanwhile:
- * c_rx_forwarding keeps the ticker from counting that silence): else
- * the two reconnect and refuse again many times a millisecond until
- * it does, with log lines on both.  After the wait the next connection
- * decides on what we then know. */
-static void
-wait_primary_lost (struct conn *c)
-{
-  struct repl_node *node = c->c_peer->pr_node;
-  struct timespec ts;
-
-  ts = deadline_after_ns ((node->n_cfg.cf_ping_timeout_ms +
-                           node->n_cfg.cf_ping_interval_ms) *
-                          UINT64_C (1000000));
-  atomic_store (&c->c_rx_forwarding, true);
-  pthread_mutex_lock (&node->n_lock);
-  while (node->n_primaries_storage != 0 && !node->n_stopping &&
-         pthread_cond_timedwait (&node->n_cond, &node->n_lock,
-                                 &ts) != ETIMEDOUT)
-    ;
-  pthread_mutex_unlock (&node->n_lock);
-  c->c_last_recv_ns = now_ns ();
-  atomic_store (&c->c_rx_forwarding, false);
-}
-
 /* RESYNC_START: a peer starts resyncing us (offset: the bytes it will
  * send). */
 int
@@ -390,7 +361,12 @@ secondary_apply_resync_start (struct conn *c, const struct rx_msg *m)
    * secondary's resync would race the Primary's writes to us (and its
    * end would set our generation back to the secondary's). */
   if (c->c_role != REPL_ROLE_PRIMARY && !node_no_storage_primary (node)) {
-    wait_primary_lost (c);
+    /* Usually that secondary lost the Primary a moment before we do
+     * (its ping-timeout ran out first) and reconciles: we still refuse
+     * it, but once the loss has reached us too (a bounded wait), else
+     * the two reconnect and refuse again many times a millisecond until
+     * it does.  The next connection decides on what we then know. */
+    conn_wait_storage_primary_gone (c);
     conn_fail (c, "RESYNC_START from a secondary while this node "
                "follows a Primary; reconnecting");
     return -1;

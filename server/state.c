@@ -12,6 +12,7 @@
 #include <config.h>
 
 #include <assert.h>
+#include <errno.h>
 
 #include "cleanup.h"
 #include "internal.h"
@@ -120,8 +121,8 @@ node_peer_role_locked (struct repl_node *node, const struct peer *p,
   else
     *mask &= ~bit;
   primary_id_locked (node);
-  /* Waited for by tp_beside_storage_primary, a diskless node's
-   * dl_wait_unfollowed and secondary.c's wait_primary_lost. */
+  /* Waited for by conn_wait_storage_primary_gone (below) and a
+   * diskless node's dl_wait_unfollowed. */
   node->n_dl_follow_seq++;
   pthread_cond_broadcast (&node->n_cond);
   /* A storage Secondary beside diskless nodes tells them which storage
@@ -129,6 +130,34 @@ node_peer_role_locked (struct repl_node *node, const struct peer *p,
   if (*mask != was && tp_routes_diskless (node) &&
       node->n_role != REPL_ROLE_PRIMARY && !p->pr_cfg->nc_diskless)
     worker_post_locked (node, WORK_ANNOUNCE);
+}
+
+/* c's reader waits, at most a ping timeout and a ping interval, until
+ * this node follows no storage Primary (its loss or demotion reaches
+ * us: node_peer_role_locked).  Nobody reads c meanwhile: c_rx_forwarding
+ * keeps the ticker from counting that silence.  Returns true if one is
+ * still followed. */
+bool
+conn_wait_storage_primary_gone (struct conn *c)
+{
+  struct repl_node *node = c->c_peer->pr_node;
+  struct timespec ts;
+  bool following;
+
+  ts = deadline_after_ns ((node->n_cfg.cf_ping_timeout_ms +
+                           node->n_cfg.cf_ping_interval_ms) *
+                          UINT64_C (1000000));
+  atomic_store (&c->c_rx_forwarding, true);
+  pthread_mutex_lock (&node->n_lock);
+  while (node->n_primaries_storage != 0 && !node->n_stopping &&
+         pthread_cond_timedwait (&node->n_cond, &node->n_lock,
+                                 &ts) != ETIMEDOUT)
+    ;
+  following = node->n_primaries_storage != 0;
+  pthread_mutex_unlock (&node->n_lock);
+  c->c_last_recv_ns = now_ns ();
+  atomic_store (&c->c_rx_forwarding, false);
+  return following;
 }
 
 /* Change p's connection state along Connecting -> Handshake ->

@@ -45,7 +45,6 @@
  */
 #include <config.h>
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -548,29 +547,17 @@ bool
 tp_beside_storage_primary (struct conn *c)
 {
   struct repl_node *node = c->c_peer->pr_node;
-  struct timespec ts;
-  bool refuse;
+  bool following, refuse;
 
   if (!tp_routes_diskless (node) || !c->c_peer_diskless ||
       node_role (node) == REPL_ROLE_PRIMARY)
     return false;
-  ts = deadline_after_ns ((node->n_cfg.cf_ping_timeout_ms +
-                           node->n_cfg.cf_ping_interval_ms) *
-                          UINT64_C (1000000));
   pthread_mutex_lock (&node->n_lock);
-  if (node->n_primaries_storage == 0) {
-    pthread_mutex_unlock (&node->n_lock);
-    return false;
-  }
-  atomic_store (&c->c_rx_forwarding, true);
-  while (node->n_primaries_storage != 0 && !node->n_stopping &&
-         pthread_cond_timedwait (&node->n_cond, &node->n_lock,
-                                 &ts) != ETIMEDOUT)
-    ;
-  refuse = node->n_primaries_storage != 0;
+  following = node->n_primaries_storage != 0;
   pthread_mutex_unlock (&node->n_lock);
-  c->c_last_recv_ns = now_ns ();
-  atomic_store (&c->c_rx_forwarding, false);
+  if (!following)
+    return false;
+  refuse = conn_wait_storage_primary_gone (c);
   if (!refuse)
     log_info ("peer %s: writes to this node directly again, now that no "
               "storage node is Primary", c->c_peer->pr_cfg->nc_name);
