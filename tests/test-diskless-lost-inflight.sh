@@ -106,12 +106,14 @@ cmp -s "$tmpdir/B" <(head -c $((BLOCKS * 4096)) "$tmpdir/$T.img") ||
     fail "acknowledged writes lost: $(cmp -l "$tmpdir/B" <(head -c $((BLOCKS * 4096)) "$tmpdir/$T.img") | awk '{ print int(($1 - 1) / 4096) }' | uniq | wc -l) of $BLOCKS blocks of B are not on the storage nodes (both identical)"
 info "ok: the $BLOCKS answered writes of B are on both storage nodes, identical"
 
-# ---- (2) The D-S link cut both ways with nothing written: S, which
-# lost D, reconciles its activity log and would resync T, which D (not
-# writing to S) refuses.  The two storage nodes ask again after
-# connect-retry-max (0.5 s here), not as fast as they can reconnect
-# (before: 50 to 70 times a second, a log line each time on all three).
-ip -n "$NS-$D" route add blackhole "${addr[$S]}/32"
+# ---- (2) The D-S link cut with nothing written, this time S's packets
+# to D only: D gives S up first (ping-timeout) and closes; S, losing D
+# on that close, reconciles its activity log and would resync T, which
+# D, no longer writing to S, refuses.  (With the cut both ways, S could
+# give D up first and T's fence reach D before D gave S up: granted, no
+# refusal.)  The two storage nodes ask again after connect-retry-max
+# (0.5 s here), not as fast as they can reconnect (before: 50 to 70
+# times a second, a log line each time on all three).
 ip -n "$NS-$S" route add blackhole "${addr[$D]}/32"
 cleanup_fn "ip -n $NS-$S route del blackhole ${addr[$D]}/32 2>/dev/null"
 wait_log $D "refusing its resync from $S" 30
@@ -121,7 +123,6 @@ n=$(( $(grep -c "refusing its resync from $S" "$tmpdir/$D.log") - before ))
 [ "$n" -le 16 ] ||
     fail "$D refused $n resyncs of $T from $S in 4 s: they are not paced by connect-retry-max"
 info "$D refused $n resyncs of $T from $S in 4 s (paced by connect-retry-max)"
-ip -n "$NS-$D" route del blackhole "${addr[$S]}/32"
 ip -n "$NS-$S" route del blackhole "${addr[$D]}/32"
 wait_st $D "$D_CONNECTED" 30
 wait_st $S "$IN_SYNC" 60
