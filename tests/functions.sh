@@ -387,6 +387,61 @@ kill9_ns ()
     kill -9 "${NPID[$1]}" 2>/dev/null || true
     wait "${NPID[$1]}" 2>/dev/null || true
 }
+# ns_config [-d NODE] [-t SECS] [-q POLICY] [-x LINE]... NODE...: write
+# $CONFIG ($tmpdir/r0.yaml), resource r0 of the namespaced NODEs (ids in
+# the order given): protocol C, quorum majority, on-no-quorum io-error
+# (-q: POLICY), auto-promote false, ping-interval 0.5, ping-timeout 2
+# and timeout 3 (-t: SECS and SECS + 1), connect-retry-max 0.5; -x adds
+# a top-level LINE ("allow-two-primaries: true").  -d NODE is diskless;
+# every other node gets a fresh 16 MiB disk, created in sync.
+ns_config ()
+{
+    local diskless= ping=2 policy=io-error extra=() n i=0 opt OPTIND=1
+    while getopts d:t:q:x: opt; do
+        case $opt in
+            d) diskless=$OPTARG ;;
+            t) ping=$OPTARG ;;
+            q) policy=$OPTARG ;;
+            x) extra+=("$OPTARG") ;;
+            *) fail "ns_config: bad option" ;;
+        esac
+    done
+    shift $((OPTIND - 1))
+    CONFIG="$tmpdir/r0.yaml"
+    {
+        echo "resource: r0"
+        echo "protocol: C"
+        for n in "${extra[@]}"; do echo "$n"; done
+        echo "quorum: majority"
+        echo "on-no-quorum: $policy"
+        echo "auto-promote: false"
+        echo "net:"
+        echo "  ping-interval: 0.5"
+        echo "  ping-timeout: $ping"
+        echo "  timeout: $((ping + 1))"
+        echo "  connect-retry-max: 0.5"
+        echo "nodes:"
+        for n in "$@"; do
+            echo "  - name: $n"
+            echo "    id: $i"
+            echo "    address: ${addr[$n]}:7789"
+            if [ "$n" = "$diskless" ]; then
+                echo "    disk: none"
+            else
+                echo "    disk: $n.img"
+            fi
+            echo "    control: $n.sock"
+            i=$((i + 1))
+        done
+    } >"$CONFIG"
+    for n in "$@"; do
+        [ "$n" != "$diskless" ] || continue
+        rm -f "$tmpdir/$n.img" "$tmpdir/$n.img.meta"
+        truncate -s 16M "$tmpdir/$n.img"
+        "$REPLCTL" -c "$CONFIG" -n "$n" create-md --in-sync >/dev/null ||
+            fail "create-md on $n"
+    done
+}
 # st NODE: its status, JSON (its control socket is $tmpdir/NODE.sock).
 st () { "$REPLCTL" -s "$tmpdir/$1.sock" status --json; }
 # wait_st NODE JQ SECS: poll (every 0.1 s, at most SECS) until the jq

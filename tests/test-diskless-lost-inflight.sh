@@ -25,37 +25,7 @@ ns_nodes 10.93.0 node0 node1 node2
 S=node0 T=node1 D=node2
 BLOCKS=16
 
-CONFIG="$tmpdir/r0.yaml"
-{
-    echo "resource: r0"
-    echo "protocol: C"
-    echo "quorum: majority"
-    echo "on-no-quorum: io-error"
-    echo "auto-promote: false"
-    echo "net:"
-    echo "  ping-interval: 0.5"
-    echo "  ping-timeout: 2"
-    echo "  timeout: 3"
-    echo "  connect-retry-max: 0.5"
-    echo "nodes:"
-    i=0
-    for n in $S $T $D; do
-        echo "  - name: $n"
-        echo "    id: $i"
-        echo "    address: ${addr[$n]}:7789"
-        if [ $n = $D ]; then
-            echo "    disk: none"
-        else
-            echo "    disk: $n.img"
-            truncate -s 16M "$tmpdir/$n.img"
-        fi
-        echo "    control: $n.sock"
-        i=$((i + 1))
-    done
-} >"$CONFIG"
-for n in $S $T; do
-    "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null || fail "create-md on $n"
-done
+ns_config -d $D $S $T $D
 for n in $S $T $D; do start_ns $n; done
 D_CONNECTED='[.peers[] | .connection == "Connected" and .disk == "UpToDate"] | length == 2 and all'
 IN_SYNC='[.peers[] | select(.name == "'$T'") | .connection == "Connected" and .disk == "UpToDate" and .replication == "Established" and .out_of_sync_bytes == 0] | length == 1 and all'

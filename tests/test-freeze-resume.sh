@@ -34,37 +34,7 @@ role () { st "$1" | jq -r .role; }
 IN_SYNC='[.peers[] | .connection == "Connected" and .disk == "UpToDate" and .replication == "Established" and .out_of_sync_bytes == 0] | all'
 ALL_IN_SYNC="($IN_SYNC) and (.peers | length == 2)"
 
-config ()
-{
-    local n i=0
-    CONFIG="$tmpdir/r0.yaml"
-    {
-        echo "resource: r0"
-        echo "protocol: C"
-        echo "quorum: majority"
-        echo "on-no-quorum: io-error"
-        echo "auto-promote: false"
-        echo "net:"
-        echo "  ping-interval: 0.5"
-        echo "  ping-timeout: 2"
-        echo "  timeout: 3"
-        echo "  connect-retry-max: 0.5"
-        echo "nodes:"
-        for n in alpha beta gamma; do
-            echo "  - name: $n"
-            echo "    id: $i"
-            echo "    address: ${addr[$n]}:7789"
-            echo "    disk: $n.img"
-            echo "    control: $n.sock"
-            rm -f "$tmpdir/$n.img" "$tmpdir/$n.img.meta"
-            truncate -s 16M "$tmpdir/$n.img"
-            i=$((i + 1))
-        done
-    } >"$CONFIG"
-    for n in alpha beta gamma; do
-        "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null || fail "create-md on $n"
-    done
-}
+config () { ns_config alpha beta gamma; }
 
 # failover FROM TO: demote FROM (once its last client has gone),
 # promote TO (both connected).

@@ -15,33 +15,6 @@ requires ip -V
 requires jq --version
 ns_nodes 10.96.0 alpha beta gamma
 
-CONFIG="$tmpdir/r0.yaml"
-write_config ()         # write_config ON-NO-QUORUM
-{
-    {
-        echo "resource: r0"
-        echo "protocol: C"
-        echo "quorum: majority"
-        echo "on-no-quorum: $1"
-        echo "auto-promote: false"
-        echo "net:"
-        echo "  ping-interval: 0.5"
-        echo "  ping-timeout: 2"
-        echo "  timeout: 3"
-        echo "  connect-retry-max: 0.5"
-        echo "nodes:"
-        i=0
-        for n in alpha beta gamma; do
-            echo "  - name: $n"
-            echo "    id: $i"
-            echo "    address: ${addr[$n]}:7789"
-            echo "    disk: $n.img"
-            echo "    control: $n.sock"
-            i=$((i + 1))
-        done
-    } > "$CONFIG"
-}
-
 write_at ()     # write_at NODE OFFSET BYTE
 {
     timeout 60 ip netns exec "$NS-$1" /usr/bin/python3 -m nbd -u "nbd://${addr[$1]}:10809" \
@@ -57,14 +30,9 @@ all_in_sync ()  # all_in_sync PRIMARY
     wait_st "$1" '[.peers[] | .connection == "Connected" and .disk == "UpToDate" and .out_of_sync_bytes == 0] | all' 60
 }
 
-start_cluster ()
+start_cluster ()        # start_cluster ON-NO-QUORUM
 {
-    local n
-    for n in alpha beta gamma; do
-        rm -f "$tmpdir/$n.img"; truncate -s 16M "$tmpdir/$n.img"
-        "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync --force >/dev/null ||
-            fail "create-md on $n"
-    done
+    ns_config -q "$1" alpha beta gamma
     start_ns alpha role=primary
     start_ns beta
     start_ns gamma
@@ -72,8 +40,7 @@ start_cluster ()
 }
 
 # ---- io-error: the write in flight fails ----------------------------
-write_config io-error
-start_cluster
+start_cluster io-error
 write_at alpha 0 a || fail "a write before the partition failed"
 
 ip -n "$NS-alpha" link set eth0 down
@@ -103,8 +70,7 @@ block_is beta 4096 b || fail "beta's write is lost"
 for n in alpha beta gamma; do stop_ns $n; done
 
 # ---- suspend-io: the write in flight waits for quorum ---------------
-write_config suspend-io
-start_cluster
+start_cluster suspend-io
 ip -n "$NS-alpha" link set eth0 down
 st alpha | jq -e '.quorum == true' >/dev/null ||
     fail "alpha noticed the partition before the write started (machine too slow?)"

@@ -10,33 +10,7 @@ requires ip -V
 requires jq --version
 ns_nodes 10.95.0 alpha beta gamma
 
-CONFIG="$tmpdir/r0.yaml"
-{
-    echo "resource: r0"
-    echo "protocol: C"
-    echo "quorum: majority"
-    echo "on-no-quorum: io-error"
-    echo "auto-promote: false"
-    echo "net:"
-    echo "  ping-interval: 0.5"
-    echo "  ping-timeout: 2"
-    echo "  timeout: 3"
-    echo "  connect-retry-max: 0.5"
-    echo "nodes:"
-    i=0
-    for n in alpha beta gamma; do
-        echo "  - name: $n"
-        echo "    id: $i"
-        echo "    address: ${addr[$n]}:7789"
-        echo "    disk: $n.img"
-        echo "    control: $n.sock"
-        truncate -s 16M "$tmpdir/$n.img"
-        i=$((i + 1))
-    done
-} > "$CONFIG"
-for n in alpha beta gamma; do
-    "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null || fail "create-md on $n"
-done
+ns_config alpha beta gamma
 
 write_at ()     # write_at NODE OFFSET BYTE
 {

@@ -33,34 +33,7 @@ scenario ()
 {
     local promote=$1 other n i bad=0
     [ "$promote" = beta ] && other=gamma || other=beta
-    CONFIG="$tmpdir/r0.yaml"
-    {
-        echo "resource: r0"
-        echo "protocol: C"
-        echo "quorum: majority"
-        echo "on-no-quorum: io-error"
-        echo "auto-promote: false"
-        echo "net:"
-        echo "  ping-interval: 0.5"
-        echo "  ping-timeout: 3"
-        echo "  timeout: 4"
-        echo "  connect-retry-max: 0.5"
-        echo "nodes:"
-        i=0
-        for n in alpha beta gamma; do
-            echo "  - name: $n"
-            echo "    id: $i"
-            echo "    address: ${addr[$n]}:7789"
-            echo "    disk: $n.img"
-            echo "    control: $n.sock"
-            rm -f "$tmpdir/$n.img" "$tmpdir/$n.img.meta"
-            truncate -s 16M "$tmpdir/$n.img"
-            i=$((i + 1))
-        done
-    } >"$CONFIG"
-    for n in alpha beta gamma; do
-        "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null || fail "create-md on $n"
-    done
+    ns_config -t 3 alpha beta gamma
 
     start_ns alpha role=primary
     start_ns beta

@@ -45,42 +45,7 @@ BLOCKS=64                       # 256 KiB
 WSECS=4                         # the writer's time per round, at most
 S=node0 T=node1 D=node2
 
-config ()
-{
-    local n i=0
-    CONFIG="$tmpdir/r0.yaml"
-    {
-        echo "resource: r0"
-        echo "protocol: C"
-        echo "allow-two-primaries: true"
-        echo "quorum: majority"
-        echo "on-no-quorum: io-error"
-        echo "auto-promote: false"
-        echo "net:"
-        echo "  ping-interval: 0.5"
-        echo "  ping-timeout: 2"
-        echo "  timeout: 3"
-        echo "  connect-retry-max: 0.5"
-        echo "nodes:"
-        for n in $S $T $D; do
-            echo "  - name: $n"
-            echo "    id: $i"
-            echo "    address: ${addr[$n]}:7789"
-            if [ $n = $D ]; then
-                echo "    disk: none"
-            else
-                echo "    disk: $n.img"
-                rm -f "$tmpdir/$n.img" "$tmpdir/$n.img.meta"
-                truncate -s 16M "$tmpdir/$n.img"
-            fi
-            echo "    control: $n.sock"
-            i=$((i + 1))
-        done
-    } >"$CONFIG"
-    for n in $S $T; do
-        "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null || fail "create-md on $n"
-    done
-}
+config () { ns_config -x "allow-two-primaries: true" -d $D $S $T $D; }
 
 # The nodes are started afresh every round: NPID[NODE] is the running
 # one, and the cleanup stops whichever that is then (start_ns would
