@@ -76,6 +76,7 @@ engine_pause_sync (struct repl_node *node, const char *name, bool pause,
   pthread_mutex_lock (&p->pr_lock);
   was = p->pr_pause_user;
   p->pr_pause_user = pause;
+  node_state_changed (node);
   peer_update_pause_locked (p);
   pthread_mutex_unlock (&p->pr_lock);
   if (was != pause) {

@@ -115,6 +115,8 @@ vfail_locked (struct conn *c, const char *fmt, va_list ap)
   if (c->c_failed)
     return;                     /* already failed */
   c->c_failed = true;
+  if (c->c_peer_diskless)       /* tp_routed_mask */
+    node_state_changed (p->pr_node);
   vsnprintf (p->pr_last_error, sizeof p->pr_last_error, fmt, ap);
   if (p->pr_stopping || c->c_peer_goodbye) /* an orderly stop is not a
                                               fault */

@@ -387,6 +387,10 @@ struct conn {
                                    a bitmap of */
   enum repl_disk_state c_hello_disk; /* ... and our disk state */
   enum repl_role c_hello_role;  /* ... and our role */
+  uint64_t c_state_seq;         /* n_state_seq when the state in our
+                                   last STATE (or HELLO_STATE) on it was
+                                   read: an older one is not sent after
+                                   it (role_tell_state; pr_lock) */
   uint64_t c_size;              /* the peer's volume size as far as we
                                    know: its HELLO_STATE's, or ours once
                                    it grew to it (resize.c) */
@@ -655,6 +659,9 @@ extern int peer_submit_locked (struct peer *p, enum repl_msg_type type,
 extern void ticket_release (struct peer_ticket *t);
 extern void conn_teardown_locked (struct conn *c);
 extern int conn_send_wait (struct conn *c, struct out_msg *om);
+extern int conn_send_wait_if (struct conn *c, struct out_msg *om,
+                              bool (*admit) (struct conn *c, void *arg),
+                              void *arg);
 
 /* peer-window.c */
 extern struct inflight *window_push_locked (struct conn *c, uint64_t seq);
@@ -769,6 +776,8 @@ extern void node_set_role_locked (struct repl_node *node,
 extern void node_peer_role_locked (struct repl_node *node,
                                    const struct peer *p, bool primary);
 extern bool conn_wait_storage_primary_gone (struct conn *c);
+extern void node_state_changed (struct repl_node *node);
+extern uint64_t node_state_seq (struct repl_node *node);
 
 /* resync.c */
 extern void *resync_thread (void *arg);
@@ -1032,6 +1041,11 @@ struct repl_node {
   uint32_t n_primaries_storage; /* ids of the storage peers that are
                                    Primary, as their connections said */
   uint32_t n_primaries_diskless; /* ... the diskless peers */
+  _Atomic uint64_t n_state_seq; /* bumped after anything our STATE says
+                                   changes: role, disk, the storage
+                                   Primaries followed, the routed mask,
+                                   a pause (node_state_changed); no lock:
+                                   it moves under n_lock or pr_lock */
   bool n_start_pending;         /* role=primary at start, not yet
                                    confirmed: no client until it is, and
                                    a connected Primary peer makes this

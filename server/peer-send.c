@@ -278,6 +278,16 @@ unqueue_locked (struct conn *c, struct out_msg *om)
 int
 conn_send_wait (struct conn *c, struct out_msg *om)
 {
+  return conn_send_wait_if (c, om, NULL, NULL);
+}
+
+/* The same, if admit (unless NULL), called with pr_lock held just
+ * before om is queued, agrees: if it does not, nothing is sent and 1 is
+ * returned. */
+int
+conn_send_wait_if (struct conn *c, struct out_msg *om,
+                   bool (*admit) (struct conn *c, void *arg), void *arg)
+{
   struct peer *p = c->c_peer;
   int r = 0;
 
@@ -285,6 +295,10 @@ conn_send_wait (struct conn *c, struct out_msg *om)
   if (c->c_failed) {
     pthread_mutex_unlock (&p->pr_lock);
     return -1;
+  }
+  if (admit != NULL && !admit (c, arg)) {
+    pthread_mutex_unlock (&p->pr_lock);
+    return 1;
   }
   conn_queue_locked (c, om);
   while (!om->om_done) {

@@ -282,7 +282,7 @@ send_hello_state (struct conn *c)
   struct repl_hdr h;
   struct repl_hello hello = { 0 };
   struct gen_uuids u;
-  uint64_t changes;
+  uint64_t changes, seq = node_state_seq (node);
 
   pthread_mutex_lock (&node->n_lock);
   hello.role = node->n_role;
@@ -309,6 +309,7 @@ send_hello_state (struct conn *c)
   c->c_hello_changes = changes;
   c->c_hello_disk = hello.disk_state;
   c->c_hello_role = hello.role;
+  c->c_state_seq = seq;         /* no STATE read before is sent after */
   /* A storage Primary beside diskless nodes counts this as a STATE
    * saying Primary, which the diskless node answers with ROUTED
    * (two-primaries.c); c is not published yet. */

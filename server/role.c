@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cleanup.h"
@@ -419,11 +420,61 @@ role_start_wait (struct repl_node *node)
   }
 }
 
+/* What role_tell_state read, and whether it counts as a STATE saying
+ * Primary to a diskless node (two-primaries.c). */
+struct told_state {
+  uint64_t ts_seq;
+  bool ts_primary_to_diskless;
+};
+
+/* A STATE is queued only if no STATE read later is queued already on c
+ * (n_state_seq, node_state_changed): two threads telling the same peer
+ * may read in one order and reach the queue in the other, and the peer
+ * must end with the newer.  pr_lock held (conn_send_wait_if). */
+static bool
+admit_state (struct conn *c, void *arg)
+{
+  const struct told_state *ts = arg;
+
+  if (ts->ts_seq < c->c_state_seq) {
+    log_debug ("peer %s: a STATE read before the one last sent is not "
+               "sent", c->c_peer->pr_cfg->nc_name);
+    return false;
+  }
+  c->c_state_seq = ts->ts_seq;
+  if (ts->ts_primary_to_diskless) {
+    c->c_tp_primary_states++;
+    node_state_changed (c->c_peer->pr_node);  /* tp_routed_mask */
+  }
+  return true;
+}
+
+/* Test hook (tests/test-state-order.sh): NBDREPL_TEST_WORKER_STATE_
+ * DELAY_MS=N makes the worker wait N ms between reading our state and
+ * queueing its STATE, as a preempted thread may. */
+static void
+worker_state_delay (struct peer *p, enum repl_role role,
+                    enum repl_disk_state disk)
+{
+  static const char env[] = "NBDREPL_TEST_WORKER_STATE_DELAY_MS";
+  static long long ms = -1;
+
+  if (getenv (env) == NULL ||
+      !pthread_equal (pthread_self (), p->pr_node->n_worker))
+    return;
+  log_info ("%s: the worker holds its STATE (%s, %s) to %s", env,
+            role_name (role), disk_state_name (disk), p->pr_cfg->nc_name);
+  test_hook_sleep (env, &ms);
+  log_info ("%s: the worker's STATE (%s, %s) to %s goes on", env,
+            role_name (role), disk_state_name (disk), p->pr_cfg->nc_name);
+}
+
 /* Tell one peer our role and disk state (if connected). */
 void
 role_tell_state (struct peer *p)
 {
   struct repl_node *node = p->pr_node;
+  struct told_state ts = { .ts_seq = node_state_seq (node) };
   enum repl_role role;
   enum repl_disk_state disk;
   struct out_msg om;
@@ -447,18 +498,16 @@ role_tell_state (struct peer *p)
    * diskless nodes write through us; as Secondary, a diskless peer
    * learns which storage Primaries we follow. */
   if (tp_routes_diskless (node)) {
-    if (role == REPL_ROLE_PRIMARY && p->pr_cfg->nc_diskless) {
-      pthread_mutex_lock (&p->pr_lock);
-      c->c_tp_primary_states++;
-      pthread_mutex_unlock (&p->pr_lock);
-    }
+    if (role == REPL_ROLE_PRIMARY && p->pr_cfg->nc_diskless)
+      ts.ts_primary_to_diskless = true;
     else if (role == REPL_ROLE_PRIMARY)
       routed = tp_routed_mask (node);
     else if (p->pr_cfg->nc_diskless)
       routed = follows;
   }
+  worker_state_delay (p, role, disk);
   out_msg_init (&om, REPL_MSG_STATE, flags, routed, disk, role, NULL, 0);
-  conn_send_wait (c, &om);
+  conn_send_wait_if (c, &om, admit_state, &ts);
   conn_put (c);
 }
 

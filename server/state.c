@@ -47,6 +47,25 @@ peer_set_repl_locked (struct peer *p, enum repl_state to)
   return 0;
 }
 
+/* Something our STATE says changed (role, disk, the storage Primaries
+ * we follow, the diskless nodes routed through us, a pause): called
+ * after the change is stored.  role_tell_state reads the sequence
+ * before it reads the state, and does not send a STATE read before one
+ * it has already queued on that connection: STATEs queued by two
+ * threads leave in the order their contents were read.  Any lock, or
+ * none. */
+void
+node_state_changed (struct repl_node *node)
+{
+  atomic_fetch_add (&node->n_state_seq, 1);
+}
+
+uint64_t
+node_state_seq (struct repl_node *node)
+{
+  return atomic_load (&node->n_state_seq);
+}
+
 /* Change this node's disk state (not the one it starts with: node.c).
  * A diskless node has none to change.  Logged once per change. */
 void
@@ -61,6 +80,7 @@ node_set_disk (struct repl_node *node, enum repl_disk_state disk)
         disk == REPL_DISK_DISKLESS)
       return;
     node->n_disk = disk;
+    node_state_changed (node);
     pthread_cond_broadcast (&node->n_cond);
     events_device (node, "disk:%s", disk_state_name (disk));
   }
@@ -98,6 +118,7 @@ node_set_role_locked (struct repl_node *node, enum repl_role role)
   if (role != REPL_ROLE_PRIMARY)    /* its generation is the others' now */
     atomic_store (&node->n_gen_unacked, false);
   node->n_role = role;
+  node_state_changed (node);
   primary_id_locked (node);
   pthread_cond_broadcast (&node->n_cond);
 }
@@ -120,6 +141,8 @@ node_peer_role_locked (struct repl_node *node, const struct peer *p,
     *mask |= bit;
   else
     *mask &= ~bit;
+  if (*mask != was)
+    node_state_changed (node);
   primary_id_locked (node);
   /* Waited for by conn_wait_storage_primary_gone (below) and a
    * diskless node's dl_wait_unfollowed. */

@@ -532,8 +532,10 @@ tp_handle_routed (struct conn *c, const struct repl_hdr *h)
                       : "a storage node", c->c_tp_primary_states);
     return -1;
   }
-  if (h->offset > c->c_tp_routed)
+  if (h->offset > c->c_tp_routed) {
     c->c_tp_routed = h->offset;
+    node_state_changed (node);  /* tp_routed_mask */
+  }
   pthread_cond_broadcast (&p->pr_cond);
   return 0;
 }
