@@ -193,6 +193,9 @@ newer (const struct gen_uuids *a, uint64_t b)
  * are resynced from one). */
 static void peer_generation (struct repl_node *node, struct conn *c,
                              bool uuids);
+static void drop_stale_primaries (struct repl_node *node,
+                                  const struct peer *q,
+                                  const struct gen_uuids *u);
 
 void
 diskless_peer_uuids (struct repl_node *node, struct conn *c)
@@ -290,6 +293,34 @@ peer_generation (struct repl_node *node, struct conn *c, bool uuids)
     log_info ("peer %s: not in our generation any more (it names %016"
               PRIx64 ", ours is %016" PRIx64 "): no target until it is "
               "resynced", p->pr_cfg->nc_name, named, current);
+  if (uuids && disk == REPL_DISK_UPTODATE && node->n_cfg.cf_two_primaries)
+    drop_stale_primaries (node, p, &u);
+}
+
+/* allow-two-primaries: storage peer q, UpToDate, holds generation u: a
+ * storage Primary connected here whose generation u grew out of missed
+ * the writes since, and is dropped (diskless_check_storage_primary
+ * refuses it when it comes back), so that it does not count us for its
+ * quorum. */
+static void
+drop_stale_primaries (struct repl_node *node, const struct peer *q,
+                      const struct gen_uuids *u)
+{
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *s = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&s->pr_lock);
+    struct conn *sc = peer_conn_locked (s);
+
+    if (s != q && !s->pr_cfg->nc_diskless && sc != NULL && !sc->c_failed &&
+        sc->c_role == REPL_ROLE_PRIMARY &&
+        sc->c_peer_uuids.gu_current != u->gu_current &&
+        newer (u, sc->c_peer_uuids.gu_current))
+      conn_fail_locked (sc, "%s holds a newer generation grown out of this "
+                        "Primary's (it missed writes while it was away); "
+                        "dropping it", q->pr_cfg->nc_name);
+  }
 }
 
 /* Test hook (tests/test-diskless-race.sh): NBDREPL_TEST_DISKLESS_STATE_
@@ -401,26 +432,63 @@ route_target (struct peer *p, struct conn **held)
   return true;
 }
 
+/* A connected UpToDate storage peer other than p that holds a generation
+ * grown out of `current` (p's, which says it is Primary): its name, or
+ * NULL.  Writes were made without p since (a diskless Primary that lost
+ * it wrote straight to the others). */
+static const char *
+grown_beyond (struct repl_node *node, const struct peer *p,
+              uint64_t current)
+{
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+    struct conn *qc = peer_conn_locked (q);
+
+    if (q != p && !q->pr_cfg->nc_diskless && qc != NULL && !qc->c_failed &&
+        q->pr_disk == REPL_DISK_UPTODATE &&
+        qc->c_peer_uuids.gu_current != current &&
+        newer (&qc->c_peer_uuids, current))
+      return q->pr_cfg->nc_name;
+  }
+  return NULL;
+}
+
 /* allow-two-primaries: may storage peer c, which says it is Primary
- * (its hello or a STATE), be Primary beside us?  Not while we are
- * Primary and it is outside our generation (neither in it nor in one
- * grown out of it): it was away while we wrote (frozen, cut off) and
- * missed those writes; connected, it would also count us for its
- * quorum and answer its own held writes in a generation of its own.
- * Returns 0, or -1 with the reason in err. */
+ * (its hello or a STATE), be Primary beside us?  Not while another
+ * storage node we are connected to holds a generation grown out of its
+ * own, nor, while we are Primary, if it is outside our generation
+ * (neither in it nor in one grown out of it): it was away while writes
+ * were made (frozen, cut off) and missed them.  Connected, it would
+ * count us for its quorum, Secondary or Primary, and answer its own
+ * held writes in a generation of its own: with enough diskless nodes
+ * connected to both sides, a majority it does not have.  Returns 0, or
+ * -1 with the reason in err. */
 int
 diskless_check_storage_primary (struct repl_node *node, struct conn *c,
                                 char *err, size_t errlen)
 {
   struct gen_uuids u;
   uint64_t current;
+  const char *q;
 
   if (!node->n_diskless || c->c_peer_diskless ||
-      !node->n_cfg.cf_two_primaries || node_role (node) != REPL_ROLE_PRIMARY)
+      !node->n_cfg.cf_two_primaries)
     return 0;
   pthread_mutex_lock (&c->c_peer->pr_lock);
   u = c->c_peer_uuids;
   pthread_mutex_unlock (&c->c_peer->pr_lock);
+  if ((q = grown_beyond (node, c->c_peer, u.gu_current)) != NULL) {
+    snprintf (err, errlen, "refusing connection: the peer says it is "
+              "Primary, but %s holds a newer generation grown out of its "
+              "own (it missed writes while it was away): demote it "
+              "(replctl secondary) to have it resynced", q);
+    return -1;
+  }
+  if (node_role (node) != REPL_ROLE_PRIMARY)
+    return 0;
   pthread_mutex_lock (&node->n_lock);
   current = node->n_dl_current;
   pthread_mutex_unlock (&node->n_lock);
