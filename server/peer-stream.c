@@ -258,9 +258,12 @@ static pthread_once_t stream_bio_once = PTHREAD_ONCE_INIT;
 static void
 stream_bio_method_init (void)
 {
-  BIO_METHOD *m = BIO_meth_new (BIO_get_new_index () | BIO_TYPE_SOURCE_SINK,
-                                "nbdrepl stream");
+  int index = BIO_get_new_index ();
+  BIO_METHOD *m;
 
+  if (index == -1)
+    return;                     /* own_io_start: ENOMEM */
+  m = BIO_meth_new (index | BIO_TYPE_SOURCE_SINK, "nbdrepl stream");
   if (m == NULL ||
       !BIO_meth_set_read_ex (m, stream_bio_read) ||
       !BIO_meth_set_write_ex (m, stream_bio_write) ||
@@ -537,6 +540,18 @@ tls_wait (struct stream *st, short events, int timeout_ms, int stop_fd)
   return r > 0;
 }
 
+/* A reader's wait for input: 0 ready, -1 with errno (ETIMEDOUT once
+ * timeout_ms has passed). */
+static int
+tls_wait_input (struct stream *st, int timeout_ms, int stop_fd)
+{
+  int w = tls_wait (st, POLLIN, timeout_ms, stop_fd);
+
+  if (w == 0)
+    errno = ETIMEDOUT;
+  return w == 1 ? 0 : -1;
+}
+
 static void
 kick_reader (struct stream *st)
 {
@@ -644,16 +659,8 @@ rx_fill (struct stream *st, int timeout_ms, int stop_fd)
     errno = EPROTO;
     return -1;
   }
-  if (!block) {
-    int w = tls_wait (st, POLLIN, timeout_ms, stop_fd);
-
-    if (w == -1)
-      return -1;
-    if (w == 0) {
-      errno = ETIMEDOUT;
-      return -1;
-    }
-  }
+  if (!block && tls_wait_input (st, timeout_ms, stop_fd) == -1)
+    return -1;
   do
     r = recv (st->st_fd, st->st_rx + pos, ST_RX_SIZE - pos,
               block ? 0 : MSG_DONTWAIT);
@@ -770,14 +777,8 @@ tls_read_some (struct stream *st, void *buf, size_t len, int timeout_ms,
   bool waited = false;
 
   if (!st->st_own_io && st->st_rx_waited && !tls_pending (st)) {
-    int w = tls_wait (st, POLLIN, timeout_ms, stop_fd);
-
-    if (w == -1)
+    if (tls_wait_input (st, timeout_ms, stop_fd) == -1)
       return -1;
-    if (w == 0) {
-      errno = ETIMEDOUT;
-      return -1;
-    }
     waited = true;
   }
   for (;;) {
