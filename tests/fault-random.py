@@ -5,7 +5,7 @@
 #   fault-random.py [--seed N] [--nodes 2|3] [--diskless] [--duration SECS]
 #                   [--faults kill,stop,partition,promote] [--keep]
 #                   [--converge SECS] [--rate N] [--blocks N] [--mode M]
-#                   [--tls] [--two-primaries]
+#                   [--tls] [--two-primaries] [--idle-diskless N]
 #
 # Builds network namespaces (as scripts/netns.sh does, named with this
 # process's pid, deleted at the end however it ends), starts one real
@@ -39,7 +39,10 @@
 # Secondary (killed) or as a Primary its peers no longer follow
 # (frozen, cut off), the driver stops its writer, demotes it if need
 # be, promotes it once it is in sync, and starts a new run of the
-# writer (a log per run, all checked in order).
+# writer (a log per run, all checked in order).  --idle-diskless N
+# adds N diskless nodes that only stay Secondary and count for quorum
+# (issue 18: several diskless nodes in one resource); "other" faults
+# and the partitions' peers may hit them as well as the storage nodes.
 #
 # At the end every fault is healed, dead nodes restarted, extra
 # primaries demoted, and the driver waits (bounded) until every node is
@@ -152,6 +155,9 @@ class Driver:
         if a.diskless:
             self.nodes.append(Node("client", len(names), diskless=True))
         self.chosen = self.nodes[-1] if a.diskless else self.storage[0]
+        self.idle = [Node(f"idle{i + 1}", len(self.nodes) + i, diskless=True)
+                     for i in range(a.idle_diskless)]
+        self.nodes += self.idle
         # --two-primaries: the storage Primary beside the diskless one,
         # its writer, the logs of its runs, and how long it has been
         # Primary with a peer that is neither connected nor faulted.
@@ -252,7 +258,7 @@ class Driver:
                   "create-md", "--in-sync"])
 
     def start_node(self, n, *extra):
-        listen = (["-U", self.path("client.nbd")] if n.diskless
+        listen = (["-U", self.path(n.name + ".nbd")] if n.diskless
                   else ["-p", str(NBD_PORT)])
         log = open(self.path(n.name + ".log"), "a")
         n.proc = subprocess.Popen(
@@ -320,7 +326,7 @@ class Driver:
 
     def begin(self, ev):
         """Apply a scheduled fault to the node it resolves to now."""
-        free = [n for n in self.storage if n.fault is None]
+        free = [n for n in self.storage + self.idle if n.fault is None]
         primary = self.second or self.chosen
         if ev["target"] == "primary" and primary in free:
             n = primary
@@ -720,6 +726,9 @@ def main():
                     "storage node Primary too, with a writer of its own")
     ap.add_argument("--tls", action="store_true",
                     help="tls: true (with a secret) on the replication links")
+    ap.add_argument("--idle-diskless", type=int, choices=range(0, 4), default=0,
+                    metavar="N", help="N more diskless nodes, Secondary, "
+                    "voting for quorum and hit by faults (0-3)")
     a = ap.parse_args()
     a.faults = [c for c in a.faults.split(",") if c]
     if a.two_primaries and not a.diskless:
@@ -734,7 +743,9 @@ def main():
 
     print(f"fault-random: seed {a.seed} nodes {a.nodes}"
           f"{' +diskless' if a.diskless else ''}{' +tls' if a.tls else ''}"
-          f"{' +two-primaries' if a.two_primaries else ''} duration {a.duration:g}s "
+          f"{' +two-primaries' if a.two_primaries else ''}"
+          f"{f' +{a.idle_diskless} idle diskless' if a.idle_diskless else ''}"
+          f" duration {a.duration:g}s "
           f"faults {','.join(a.faults) or 'none'}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     d = Driver(a)
