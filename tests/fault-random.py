@@ -260,6 +260,8 @@ class Driver:
     def start_node(self, n, *extra):
         listen = (["-U", self.path(n.name + ".nbd")] if n.diskless
                   else ["-p", str(NBD_PORT)])
+        if n.diskless and os.path.exists(self.path(n.name + ".nbd")):
+            os.unlink(self.path(n.name + ".nbd"))   # left by a SIGKILL
         log = open(self.path(n.name + ".log"), "a")
         n.proc = subprocess.Popen(
             ["ip", "netns", "exec", self.ns(n), "nbdkit", "-f", *listen,
