@@ -401,12 +401,14 @@ forward_handle_away (struct conn *c, const struct repl_hdr *h,
 }
 
 /* Before applying message h from p: queue it to every connected away
- * node, mark it for the others.  Returns how many were queued (the
- * caller waits for w, then msgs may go). */
+ * node, mark it for the others.  Returns how many were queued, to[i]
+ * (a reference) the connection msgs[i] went on; the caller waits for
+ * them (forward_wait), then msgs may go. */
 int
 forward_submit (struct conn *c, const struct repl_hdr *h,
                 const uint8_t *payload, struct waiter *w,
-                struct out_msg msgs[REPL_MAX_NODES])
+                struct out_msg msgs[REPL_MAX_NODES],
+                struct conn *to[REPL_MAX_NODES])
 {
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
@@ -431,13 +433,53 @@ forward_submit (struct conn *c, const struct repl_hdr *h,
                                                     REPL_FLAG_MAY_TRIM),
                             payload, data ? h->count : 0,
                             data ? h->offset : 0, w, false, &msgs[n],
-                            NULL) == 1)
+                            NULL) == 1) {
+      to[n] = peer_conn_locked (q);
+      conn_get (to[n]);
       n++;
+    }
     else if (data)
       bitmap_set_range (&q->pr_bitmap, h->offset, h->count);
     pthread_mutex_unlock (&q->pr_lock);
   }
   return n;
+}
+
+/* Wait for the n forwarded copies (forward_submit) of a write that came
+ * at received_ns to be acknowledged.  A node that has not answered by
+ * half of net: timeout after that is given up (its connection fails;
+ * its window marks the write for it, and the resync brings it), so that
+ * we answer the diskless Primary before its own timeout gives us up: a
+ * node that is slow to take what we forward (a resync target on a
+ * loaded machine, a stalling disk) must not cost the Primary its live
+ * node too.  The time runs from the write's arrival, not from here: the
+ * writes that came with it waited here for the ones before.  Drops the
+ * references. */
+void
+forward_wait (struct repl_node *node, struct waiter *w, struct conn **to,
+              const struct out_msg *msgs, int n, uint64_t offset,
+              uint64_t received_ns)
+{
+  uint64_t half = node->n_cfg.cf_timeout_ms * UINT64_C (500000);
+  int i;
+
+  if (!waiter_wait_until (w, received_ns + half)) {
+    for (i = 0; i < n; i++) {
+      struct peer *q = to[i]->c_peer;
+      ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+
+      if (to[i]->c_acked_seq < msgs[i].om_seq)
+        conn_fail_locked (to[i], "a write forwarded for the diskless "
+                          "Primary (offset %" PRIu64 ") not acknowledged "
+                          "%.1f s after it came (half of timeout); giving "
+                          "this node up, so that the Primary is answered "
+                          "in time", offset,
+                          (now_ns () - received_ns) / 1e9);
+    }
+    waiter_wait (w);
+  }
+  for (i = 0; i < n; i++)
+    conn_put (to[i]);
 }
 
 int

@@ -66,6 +66,7 @@ extern void waiter_init (struct waiter *w, unsigned pending);
 extern void waiter_add (struct waiter *w, unsigned n);
 extern void waiter_complete (struct waiter *w);
 extern void waiter_wait (struct waiter *w);
+extern bool waiter_wait_until (struct waiter *w, uint64_t deadline_ns);
 extern void waiter_destroy (struct waiter *w);
 
 /* Monotonic clock in nanoseconds. */
@@ -682,6 +683,7 @@ struct rx {
   struct waiter *rx_done[PEER_WINDOW]; /* an ACK's writers to complete */
   uint64_t rx_acked;            /* the highest seq acknowledged on its
                                    own (two-primaries.c), or 0 */
+  uint64_t rx_recv_ns;          /* when the bytes being handled came */
 };
 /* A message as the receive loop hands it to its handler. */
 struct rx_msg {
@@ -824,9 +826,13 @@ extern int forward_handle_away (struct conn *c, const struct repl_hdr *h,
 extern int forward_handle_out_of_sync (struct conn *c, const struct repl_hdr *h,
                                        const uint8_t *payload);
 extern int forward_handle_read (struct conn *c, const struct repl_hdr *h);
+extern void forward_wait (struct repl_node *node, struct waiter *w,
+                          struct conn **to, const struct out_msg *msgs,
+                          int n, uint64_t offset, uint64_t received_ns);
 extern int forward_submit (struct conn *c, const struct repl_hdr *h,
                            const uint8_t *payload, struct waiter *w,
-                           struct out_msg msgs[REPL_MAX_NODES]);
+                           struct out_msg msgs[REPL_MAX_NODES],
+                           struct conn *to[REPL_MAX_NODES]);
 extern bool forward_may_feed_us (struct conn *c);
 extern int forward_fence (struct conn *c);
 extern void forward_mark_unreached (struct conn *c, uint64_t offset,

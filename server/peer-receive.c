@@ -556,7 +556,7 @@ rx_step (struct conn *c, struct rx *rx)
       conn_fail (c, "recv: %s", stream_error (rx->rx_stream, errno));
     return -1;
   }
-  c->c_last_recv_ns = now_ns ();
+  c->c_last_recv_ns = rx->rx_recv_ns = now_ns ();
   rx->rx_fill += r;
   if (!atomic_load_explicit (&c->c_heard, memory_order_relaxed)) {
     /* The peer took the connection: it counts for quorum now. */

@@ -161,6 +161,8 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
   struct repl_node *node = p->pr_node;
   struct volume *vol = &node->n_vol;
   struct out_msg fwd_msgs[REPL_MAX_NODES];
+  struct conn *fwd_to[REPL_MAX_NODES];
+  int nfwd = 0;
   struct ilock_range range;
   struct tp_apply ta;
   struct waiter fwd;
@@ -234,14 +236,15 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
     /* Only what our own disk took goes on (a failure is NACKed). */
     waiter_init (&fwd, 0);
     if (r == 0)
-      forward_submit (c, h, payload, &fwd, fwd_msgs);
+      nfwd = forward_submit (c, h, payload, &fwd, fwd_msgs, fwd_to);
     if (hold)
       ilock_release (&node->n_ilock, &range);
-    /* Acknowledged by where it went: bounded by those connections'
-     * timeout.  Meanwhile nobody reads this one (the primary's pings
-     * too): its ping-timeout counts again from the end of the wait. */
+    /* Acknowledged by where it went, within half of timeout.  Meanwhile
+     * nobody reads this one (the primary's pings too): its ping-timeout
+     * counts again from the end of the wait. */
     atomic_store (&c->c_rx_forwarding, true);
-    waiter_wait (&fwd);
+    forward_wait (node, &fwd, fwd_to, fwd_msgs, nfwd, h->offset,
+                  m->m_rx->rx_recv_ns);
     c->c_last_recv_ns = now_ns ();
     atomic_store (&c->c_rx_forwarding, false);
     waiter_destroy (&fwd);

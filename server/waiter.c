@@ -36,6 +36,16 @@ futex_wait (_Atomic uint32_t *addr, uint32_t expected)
   syscall (SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
 }
 
+/* The same, for at most ns nanoseconds. */
+static void
+futex_wait_for (_Atomic uint32_t *addr, uint32_t expected, uint64_t ns)
+{
+  struct timespec ts = { .tv_sec = ns / 1000000000,
+                         .tv_nsec = ns % 1000000000 };
+
+  syscall (SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);
+}
+
 static void
 futex_wake_all (_Atomic uint32_t *addr)
 {
@@ -83,6 +93,32 @@ waiter_wait (struct waiter *w)
     v = atomic_load (&w->w_state);
   }
   atomic_store (&w->w_state, 0);
+}
+
+/* waiter_wait, until deadline_ns at the latest (now_ns's clock).
+ * Returns true once every event has come; false at the deadline, with
+ * events pending (waiter_wait then waits for the rest). */
+bool
+waiter_wait_until (struct waiter *w, uint64_t deadline_ns)
+{
+  uint32_t v = atomic_load (&w->w_state);
+
+  while (v != 0 && v != WAITER_SLEEPING) {
+    uint64_t now = now_ns ();
+
+    if (now >= deadline_ns)
+      return false;
+    if (!(v & WAITER_SLEEPING)) {
+      if (!atomic_compare_exchange_weak (&w->w_state, &v,
+                                         v | WAITER_SLEEPING))
+        continue;
+      v |= WAITER_SLEEPING;
+    }
+    futex_wait_for (&w->w_state, v, deadline_ns - now);
+    v = atomic_load (&w->w_state);
+  }
+  atomic_store (&w->w_state, 0);
+  return true;
 }
 
 void

@@ -8,6 +8,11 @@
  *                             (a bad sector)
  *   FAULT_PWRITE_SLEEP_MS=M   ... after hanging for M ms first (a dying
  *                             disk is slow before it fails)
+ *   FAULT_PWRITE_DELAY_MS=M   every pwrite, and every splice into a
+ *   FAULT_PWRITE_PATH=SUFFIX  file, whose path ends in SUFFIX sleeps M
+ *                             ms first, then succeeds (a slow disk, or a
+ *                             starved machine, that still reads its
+ *                             sockets between writes)
  *   FAULT_SENDMSG_DELAY_US=U  sleep U µs after every sendmsg of more than
  *                             a header, widening the window between a
  *                             message leaving and its sender finishing
@@ -61,6 +66,19 @@ env_number (const char *name, long long def)
   return s ? atoll (s) : def;
 }
 
+static int fd_path_ends (int fd, const char *suffix);
+
+/* FAULT_PWRITE_DELAY_MS for a write to fd. */
+static void
+slow_write (int fd)
+{
+  const char *suffix = getenv ("FAULT_PWRITE_PATH");
+  long long ms = env_number ("FAULT_PWRITE_DELAY_MS", 0);
+
+  if (ms > 0 && suffix != NULL && fd_path_ends (fd, suffix))
+    usleep (ms * 1000);
+}
+
 static ssize_t
 faulty_pwrite (const char *symbol, int fd, const void *buf, size_t n,
                off_t off)
@@ -73,6 +91,7 @@ faulty_pwrite (const char *symbol, int fd, const void *buf, size_t n,
     errno = EIO;
     return -1;
   }
+  slow_write (fd);
   return real (fd, buf, n, off);
 }
 
@@ -101,6 +120,8 @@ splice (int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
     errno = EIO;
     return -1;
   }
+  if (off_out != NULL)
+    slow_write (fd_out);
   return real (fd_in, off_in, fd_out, off_out, len, flags);
 }
 
