@@ -424,22 +424,29 @@ forward_submit (struct conn *c, const struct repl_hdr *h,
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *q = PEERS (node)->pl_peers[i];
     bool data = h->type != REPL_MSG_FLUSH;
+    struct conn *qc;
 
     if (q == p || q->pr_cfg->nc_diskless || !in_mask (mask, q))
       continue;
     pthread_mutex_lock (&q->pr_lock);
-    if (q->pr_state == CONN_CONNECTED &&
+    /* The connection the message goes on, held: sending it may fail
+     * the connection at once (peer_conn_locked is NULL then). */
+    qc = q->pr_state == CONN_CONNECTED ? peer_conn_locked (q) : NULL;
+    if (qc != NULL)
+      conn_get (qc);
+    if (qc != NULL &&
         peer_submit_locked (q, h->type, h->flags & (REPL_FLAG_FUA |
                                                     REPL_FLAG_MAY_TRIM),
                             payload, data ? h->count : 0,
                             data ? h->offset : 0, w, false, &msgs[n],
-                            NULL) == 1) {
-      to[n] = peer_conn_locked (q);
-      conn_get (to[n]);
-      n++;
+                            NULL) == 1)
+      to[n++] = qc;
+    else {
+      if (qc != NULL)
+        conn_put (qc);
+      if (data)
+        bitmap_set_range (&q->pr_bitmap, h->offset, h->count);
     }
-    else if (data)
-      bitmap_set_range (&q->pr_bitmap, h->offset, h->count);
     pthread_mutex_unlock (&q->pr_lock);
   }
   return n;
