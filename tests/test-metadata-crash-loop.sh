@@ -50,7 +50,11 @@ t_end=$(( $(date +%s) + 45 ))
 fio_pid=
 cleanup_fn 'if [ -n "$fio_pid" ]; then kill "$fio_pid"; wait "$fio_pid"; fi'
 for (( i=1; i<=iterations; i++ )); do
-    [ "$(date +%s)" -lt "$t_end" ] || break
+    # At least 10 crashes however slow the machine (each is bounded by
+    # fio's timeout and the wait below); more while 45 s last.
+    if [ "$(date +%s)" -ge "$t_end" ] && [ "$crashes" -ge 10 ]; then
+        break
+    fi
     # Random 4 KiB writes all over the volume, at most 10 s and 1 GiB
     # (not time_based, which would ignore io_size); the job dies with
     # its server.
@@ -97,7 +101,6 @@ for (( i=1; i<=iterations; i++ )); do
         fail "crash $i: node0 is not an UpToDate primary that knows it crashed: $(status_json node0)"
 done
 info "$crashes crashes, about $writes_total writes in all"
-[ "$crashes" -ge 10 ] || fail "only $crashes crashes within the time limit"
 [ "$writes_total" -ge 1000 ] || fail "only $writes_total writes during the crash loop"
 seq1=$(al_seq)
 info "activity-log transactions: seq $seq0 -> $seq1"
