@@ -463,22 +463,27 @@ tp_take_routes (struct repl_node *node, char *err, size_t errlen)
     ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
     struct conn *c;
     uint64_t want;
-    bool primary;
+    bool primary, routed;
 
     if (!q->pr_cfg->nc_diskless || (c = peer_conn_locked (q)) == NULL)
       continue;
     want = c->c_tp_primary_states;
+    /* The wait lets go of pr_lock: c may fail and its peer thread drop
+     * it meanwhile; our reference keeps it. */
+    conn_get (c);
     while (c->c_tp_routed < want && !c->c_failed && now_ns () < deadline)
       pthread_cond_timedwait (&q->pr_cond, &q->pr_lock, &ts);
-    if (c->c_tp_routed >= want) {
+    routed = c->c_tp_routed >= want;
+    primary = c->c_role == REPL_ROLE_PRIMARY;
+    if (!routed && !c->c_failed)
+      conn_fail_locked (c, "no ROUTED within net: timeout after we "
+                        "became Primary (allow-two-primaries)");
+    conn_put (c);
+    if (routed) {
       log_info ("peer %s: writes through this node now",
                 q->pr_cfg->nc_name);
       continue;
     }
-    primary = c->c_role == REPL_ROLE_PRIMARY;
-    if (!c->c_failed)
-      conn_fail_locked (c, "no ROUTED within net: timeout after we "
-                        "became Primary (allow-two-primaries)");
     if (primary) {
       snprintf (err, errlen, "diskless Primary %s was lost, or did not "
                 "answer, before it wrote through this node (allow-two-"
