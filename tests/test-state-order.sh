@@ -22,30 +22,34 @@ wait_for node1 '.peers[0].role == "Secondary" and .disk == "UpToDate"' 30
 # that STATE.
 held=': the worker holds its STATE (Secondary, UpToDate) to node0'
 went=": the worker's STATE (Secondary, UpToDate) to node0 goes on"
-before=$(grep -c -- "$held" "$tmpdir/node1.log" || true)
+# count LINE: how often node1's log has it.  more LINE N SECS: bounded
+# poll until it has it more than N times.
+count () { grep -c -- "$1" "$tmpdir/node1.log" || true; }
+more ()
+{
+    local i
+    for (( i=0; i<$3*10; i++ )); do
+        [ "$(count "$1")" -gt "$2" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+before=$(count "$held")
 out=$("$REPLCTL" -s "$(sock node1)" invalidate) || fail "invalidate failed: $out"
-for (( i=0; i<300; i++ )); do
-    [ "$(grep -c -- "$held" "$tmpdir/node1.log")" -gt "$before" ] && break
-    sleep 0.1
-done
-[ "$(grep -c -- "$held" "$tmpdir/node1.log")" -gt "$before" ] ||
+more "$held" "$before" 30 ||
     fail "node1's worker did not hold a STATE (Secondary, UpToDate) after the resync"
-done_before=$(grep -c -- "$went" "$tmpdir/node1.log" || true)
+done_before=$(count "$went")
 
 # While it is held: node1 becomes Primary.
 mark=$(wc -l <"$tmpdir/node0.log")
 out=$("$REPLCTL" -s "$(sock node1)" primary 2>&1) || fail "promoting node1 failed: $out"
 wait_for node0 '.peers[0].role == "Primary"' 10
-[ "$(grep -c -- "$went" "$tmpdir/node1.log")" -eq "$done_before" ] ||
+[ "$(count "$went")" -eq "$done_before" ] ||
     fail "the held STATE went on before node1 was promoted: the test proves nothing"
 
 # The held STATE is released; a write through node1 is acknowledged by
 # node0 after anything node1 queued before it, the STATE included.
-for (( i=0; i<100; i++ )); do
-    [ "$(grep -c -- "$went" "$tmpdir/node1.log")" -gt "$done_before" ] && break
-    sleep 0.1
-done
-[ "$(grep -c -- "$went" "$tmpdir/node1.log")" -gt "$done_before" ] ||
+more "$went" "$done_before" 10 ||
     fail "node1's worker did not release the held STATE"
 timed 30 nbdsh -u "$(uri node1)" -c "h.pwrite(b'p' * 4096, 0); h.flush()" ||
     fail "a write through node1 failed"
