@@ -31,12 +31,13 @@ decide_promote (const struct promote_case *c)
    * only two: config_load) order their writes between themselves
    * (two-primaries.c); with diskless nodes the pair is one storage node
    * and one diskless node, which writes through the storage one
-   * (diskless.c): never two of either. */
+   * (diskless.c), or two diskless nodes, one writing through the other
+   * (diskless-primaries.c): never two storage nodes. */
   if (c->pc_peer_primary) {
     bool second;
 
-    if (c->pc_diskless)
-      second = !c->pc_peer_primary_diskless;
+    if (c->pc_diskless)       /* beside a storage or a diskless one */
+      second = true;
     else
       second = c->pc_disk == REPL_DISK_UPTODATE &&
                (c->pc_has_diskless ? c->pc_peer_primary_diskless

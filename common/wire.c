@@ -160,7 +160,9 @@ static const struct wire_type wire_types[REPL_MSG_TYPE_MAX + 1] = {
   [REPL_MSG_SYNC_FENCED] = { "SYNC_FENCED", REPL_FLAG_ERROR,
                              WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
   /* A diskless node to a storage Primary beside it: */
-  [REPL_MSG_ROUTED] = { "ROUTED", 0, WIRE_PAYLOAD_NONE, false, CTL (BOTH) },
+  [REPL_MSG_ROUTED] = { "ROUTED", REPL_FLAG_WRITER | REPL_FLAG_PROMOTING |
+                        REPL_FLAG_THROUGH, WIRE_PAYLOAD_NONE, false,
+                        CTL (BOTH) },
 };
 
 #define CONNECTED_STATES \

@@ -85,9 +85,19 @@ enum repl_msg_type {
                                  node, the diskless nodes that write
                                  through it (their ROUTED came); from a
                                  storage Secondary to a diskless node,
-                                 the storage Primaries it follows (sent
-                                 after the handshake and whenever they
-                                 change); no payload */
+                                 the Primaries it follows (sent after
+                                 the handshake and whenever they
+                                 change: storage Primaries, and
+                                 diskless Primaries other than the
+                                 receiver that write straight to the
+                                 storage nodes); from a diskless
+                                 Primary to any node, where its writes
+                                 go (server/diskless-primaries.c): 0
+                                 straight to the storage nodes, the bit
+                                 of its own id while it decides (its
+                                 promotion), the bit of another
+                                 diskless Primary through which they
+                                 go; no payload */
   /* From a diskless primary to the storage nodes it writes to: */
   REPL_MSG_AWAY = 20,         /* unsequenced; offset = bit mask of the node
                                  ids that the sender's following writes
@@ -162,7 +172,8 @@ enum repl_msg_type {
                                  it would resync stale data) */
   /* allow-two-primaries with diskless nodes (server/diskless.c,
    * server/role.c): */
-  REPL_MSG_ROUTED = 32,       /* unsequenced, diskless→storage; offset =
+  REPL_MSG_ROUTED = 32,       /* unsequenced, diskless→storage or
+                                 diskless→diskless; offset =
                                  how many STATEs saying Primary the
                                  sender has taken from the receiver on
                                  this connection (never more than the
@@ -172,7 +183,16 @@ enum repl_msg_type {
                                  names the other storage nodes, which
                                  the receiver forwards it to), and none
                                  of its writes that went to another
-                                 storage node directly is in flight */
+                                 storage node directly is in flight.
+                                 Between diskless nodes the answer to
+                                 a STATE of a diskless node promoting
+                                 (count: its own bit), whose flags say
+                                 what the sender is then: WRITER (a
+                                 Primary writing straight to the
+                                 storage nodes), PROMOTING (promoting
+                                 too), THROUGH (a Primary writing
+                                 through another node), or none (a
+                                 Secondary) */
 };
 #define REPL_MSG_TYPE_MAX 32
 #define REPL_AUTH_SIZE 32
@@ -203,6 +223,9 @@ enum repl_msg_type {
                                        (replctl pause-sync) */
 #define REPL_FLAG_ASSUME_CLEAN 0x0080 /* RESIZE: replctl resize
                                        --assume-clean */
+#define REPL_FLAG_WRITER    0x0100  /* ROUTED between diskless nodes */
+#define REPL_FLAG_PROMOTING 0x0200  /* ... (the meanings: ROUTED above) */
+#define REPL_FLAG_THROUGH   0x0400  /* ... */
 #define REPL_DIGEST_SIZE    4
 
 struct repl_hdr {
@@ -297,7 +320,9 @@ struct repl_uuids {
  *  64  4 routed      a storage Primary beside diskless nodes (allow-two-
  *                    primaries), to a storage node: the bit mask of the
  *                    diskless nodes that write through it, as in STATE's
- *                    count (server/two-primaries.c); else 0
+ *                    count (server/two-primaries.c); a diskless Primary
+ *                    (allow-two-primaries): where its writes go, as in
+ *                    its STATE's count; else 0
  *  68  4 reserved    0
  */
 #define REPL_HELLO_STATE_SIZE 72

@@ -412,18 +412,20 @@ dl_gen_now (struct repl_node *node, struct dl_gen *g, bool write)
   pthread_mutex_unlock (&node->n_lock);
 }
 
-/* The storage Primary p that all our writes go through (route): may
- * we write to it now?  If so (held not NULL), its connection is held in
- * *held and its c_dl_writes counted, as for a target.  Its generation
- * is its own to start (it is Primary): no check of ours. */
+/* The storage Primary, or the diskless Primary that writes straight to
+ * the storage nodes (diskless-primaries.c), p that all our writes go
+ * through (route): may we write to it now?  If so (held not NULL), its
+ * connection is held in *held and its c_dl_writes counted, as for a
+ * target.  Its generation is its own to start (it is Primary): no
+ * check of ours. */
 static bool
 route_target (struct peer *p, struct conn **held)
 {
   ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
   struct conn *c = peer_conn_locked (p);
 
-  if (c == NULL || c->c_failed || c->c_peer_diskless ||
-      c->c_role != REPL_ROLE_PRIMARY)
+  if (c == NULL || c->c_failed || c->c_role != REPL_ROLE_PRIMARY ||
+      (c->c_peer_diskless && c->c_dl_via != 0))
     return false;
   if (held != NULL) {
     c->c_dl_writes++;
@@ -549,7 +551,8 @@ targets (struct repl_node *node, uint32_t skip, struct peer **tg,
         (r = node_find_peer (node, g->dg_route)) != NULL &&
         route_target (r, held)) {
       tg[0] = r;
-      for (i = 0; i < PEERS (node)->pl_n; i++) {
+      /* (A diskless one sends them on itself: none away.) */
+      for (i = 0; i < PEERS (node)->pl_n && !r->pr_cfg->nc_diskless; i++) {
         struct peer *p = PEERS (node)->pl_peers[i];
 
         if (p != r && !p->pr_cfg->nc_diskless)
@@ -666,13 +669,66 @@ send_routed (struct repl_node *node, const struct routed *rt)
   pthread_mutex_unlock (&p->pr_lock);
 }
 
-/* A storage peer's role or connection changed: our writes go through
- * the storage Primary, if one is connected, else straight to every
- * target (the one function that sets n_dl_route; n_dl_route_lock makes
- * its look at the peers and its store one step).  owed: a STATE saying
- * Primary came on it, to be answered with ROUTED once no write of ours
- * that went straight is in flight: now, or when the last one ends
- * (direct_done). */
+/* Does a connected storage node follow a Primary other than us (its
+ * STATE says so), or has it not said yet?  Its name, or NULL. */
+static const char *
+storage_follows_other (struct repl_node *node)
+{
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+    struct conn *c = peer_conn_locked (q);
+
+    if (!q->pr_cfg->nc_diskless && c != NULL && !c->c_failed &&
+        (!c->c_dl_follows_known || c->c_dl_follows != 0))
+      return q->pr_cfg->nc_name;
+  }
+  return NULL;
+}
+
+/* Two diskless Primaries (diskless-primaries.c), with no storage
+ * Primary: the writer we write through (n_dl_via) while it is one.
+ * Once it is not (lost, demoted), and no storage node follows it any
+ * more, we write straight: *straight is set, and the route stays until
+ * the storage nodes are told (n_dl_untold).  old: the route now.
+ * n_dl_route_lock held. */
+static int
+via_route (struct repl_node *node, int old, bool *straight)
+{
+  struct peer *w;
+  bool untold;
+  int via;
+
+  pthread_mutex_lock (&node->n_lock);
+  via = node->n_role == REPL_ROLE_PRIMARY ? node->n_dl_via : -1;
+  untold = node->n_dl_untold;
+  pthread_mutex_unlock (&node->n_lock);
+  if (untold)
+    return old;
+  if (via < 0)
+    return -1;
+  if ((w = node_find_peer (node, via)) != NULL && route_target (w, NULL))
+    return via;
+  if (storage_follows_other (node) != NULL)
+    return via;                 /* writes wait (dl_wait_unfollowed) */
+  pthread_mutex_lock (&node->n_lock);
+  node->n_dl_via = -1;
+  node->n_dl_untold = true;
+  node_state_changed (node);
+  pthread_mutex_unlock (&node->n_lock);
+  *straight = true;
+  return old;
+}
+
+/* A peer's role or connection changed: our writes go through the
+ * storage Primary, if one is connected, or the diskless writer (via
+ * above), else straight to every target (the one function that sets
+ * n_dl_route; n_dl_route_lock makes its look at the peers and its store
+ * one step).  owed: a STATE saying Primary came on it, to be answered
+ * with ROUTED once no write of ours that went straight is in flight:
+ * now, or when the last one ends (direct_done). */
 void
 diskless_route_update (struct repl_node *node, struct conn *owed)
 {
@@ -681,6 +737,7 @@ diskless_route_update (struct repl_node *node, struct conn *owed)
   struct conn *stale = NULL;
   int route = -1, old;
   uint64_t count = 0;
+  bool straight = false;
   size_t i;
 
   if (!node->n_diskless || !node->n_cfg.cf_two_primaries)
@@ -707,6 +764,12 @@ diskless_route_update (struct repl_node *node, struct conn *owed)
           stale = conn_get (qc);
       }
       pthread_mutex_unlock (&q->pr_lock);
+    }
+    if (route < 0) {
+      pthread_mutex_lock (&node->n_lock);
+      old = node->n_dl_route;
+      pthread_mutex_unlock (&node->n_lock);
+      route = via_route (node, old, &straight);
     }
     if (owed != NULL) {
       pthread_mutex_lock (&owed->c_peer->pr_lock);
@@ -736,14 +799,30 @@ diskless_route_update (struct repl_node *node, struct conn *owed)
     struct peer *p = route >= 0 ? node_find_peer (node, route) : NULL;
 
     if (p != NULL)
-      log_info ("node %s: writes go through %s, the storage Primary "
+      log_info ("node %s: writes go through %s, the %s Primary "
                 "(allow-two-primaries), which forwards them",
-                node->n_self->nc_name, p->pr_cfg->nc_name);
+                node->n_self->nc_name, p->pr_cfg->nc_name,
+                p->pr_cfg->nc_diskless ? "diskless" : "storage");
     else
-      log_info ("node %s: no storage node is Primary: writes go straight "
-                "to every storage node again", node->n_self->nc_name);
+      log_info ("node %s: no other node is Primary, or writes: writes go "
+                "straight to every storage node again",
+                node->n_self->nc_name);
   }
   send_routed (node, &rt);
+  /* The writer we wrote through is gone: every peer hears that we
+   * write straight now before the route lets a write go (STATE count
+   * 0; FIFO on each connection), then the route is taken again. */
+  if (straight) {
+    log_info ("node %s: the diskless Primary our writes went through is "
+              "gone, and no storage node follows it: this node writes "
+              "straight to the storage nodes now", node->n_self->nc_name);
+    for (i = 0; i < PEERS (node)->pl_n; i++)
+      role_tell_state (PEERS (node)->pl_peers[i]);
+    pthread_mutex_lock (&node->n_lock);
+    node->n_dl_untold = false;
+    pthread_mutex_unlock (&node->n_lock);
+    diskless_route_update (node, NULL);
+  }
   /* A Primary that missed our writes: not beside us (its peers refuse
    * it too, being ahead of it), until it is demoted and resynced. */
   if (stale != NULL) {
@@ -820,11 +899,10 @@ dl_wait_unfollowed (struct repl_node *node)
     }
     pthread_mutex_unlock (&node->n_lock);
   }
-  log_error ("node %s: write failed: storage node %s still follows a "
-             "storage Primary that our writes cannot go through, or is "
-             "that Primary, lost and not yet torn down (allow-two-"
-             "primaries: is the link to it down?)",
-             node->n_self->nc_name, who);
+  log_error ("node %s: write failed: %s still follows a Primary that "
+             "our writes cannot go through, or is that Primary, lost and "
+             "not yet torn down (allow-two-primaries: is the link to it "
+             "down?)", node->n_self->nc_name, who);
   return -1;
 }
 

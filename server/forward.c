@@ -56,7 +56,7 @@ forward_may_feed_us (struct conn *c)
   /* A diskless Primary writes to us directly only while no storage
    * node is Primary (two-primaries.c). */
   if (c->c_role == REPL_ROLE_PRIMARY)
-    return !tp_beside_storage_primary (c);
+    return !tp_beside_storage_primary (c) && !dl_beside_writer (c);
   return !c->c_peer_diskless && node_primary_is_diskless_or_none (node);
 }
 
@@ -366,9 +366,9 @@ forward_handle_away (struct conn *c, const struct repl_hdr *h,
   }
   /* allow-two-primaries: not while we follow a storage Primary, which
    * the diskless one writes through (two-primaries.c). */
-  if (tp_beside_storage_primary (c)) {
+  if (tp_beside_storage_primary (c) || dl_beside_writer (c)) {
     conn_fail (c, "AWAY from a diskless Primary while this node "
-               "follows a storage Primary: it writes through that node "
+               "follows another Primary: it writes through that node "
                "(allow-two-primaries); reconnecting");
     return -1;
   }
@@ -528,6 +528,8 @@ forward_handle_read (struct conn *c, const struct repl_hdr *h)
   enum repl_disk_state disk;
   int r;
 
+  if (node->n_diskless)         /* diskless-primaries.c */
+    return dl_read_routed (c, h);
   pthread_mutex_lock (&node->n_lock);
   disk = node->n_disk;
   pthread_mutex_unlock (&node->n_lock);

@@ -154,6 +154,7 @@ extern void ilock_mark (struct interval_lock *il, struct ilock_range *r,
 #define TP_MAX_CONFLICTS 64     /* local writes one peer write may
                                    overlap at once (more: it waits) */
 struct rx_msg;
+struct peer;
 struct conn;
 struct tp_apply {
   struct ilock_range ta_range;  /* held from begin to end */
@@ -179,6 +180,25 @@ extern int tp_take_routes (struct repl_node *node, char *err, size_t errlen);
 extern void tp_undo_promotion (struct repl_node *node, const char *why);
 extern int tp_handle_routed (struct conn *c, const struct repl_hdr *h);
 extern bool tp_beside_storage_primary (struct conn *c);
+
+/* diskless-primaries.c */
+extern bool dl_decides (struct repl_node *node);
+extern uint32_t dl_via_mask_locked (const struct repl_node *node);
+extern int dl_check_via (struct repl_node *node, struct conn *c,
+                         uint32_t role, uint32_t via, char *err,
+                         size_t errlen);
+extern void dl_note_writer_locked (struct repl_node *node,
+                                   const struct peer *p, bool writer);
+extern uint32_t dl_follows_for_locked (const struct repl_node *node,
+                                       const struct peer *p);
+extern bool dl_beside_writer (struct conn *c);
+extern void dl_answer_promoting (struct conn *c, bool hello);
+extern int dl_handle_routed (struct conn *c, const struct repl_hdr *h);
+extern int dl_take_routes (struct repl_node *node, char *err, size_t errlen);
+extern void dl_start_deciding_locked (struct repl_node *node);
+extern bool dl_routed_may_feed (struct conn *c, unsigned type);
+extern int dl_apply_routed (struct conn *c, const struct rx_msg *m);
+extern int dl_read_routed (struct conn *c, const struct repl_hdr *h);
 
 /* ---- metrics.c ------------------------------------------------------ */
 
@@ -427,6 +447,12 @@ struct conn {
    * follows, as its last STATE said (count), and whether one said. */
   uint32_t c_dl_follows;
   bool c_dl_follows_known;
+  /* A diskless peer that is Primary: where its writes go, as its last
+   * STATE (or HELLO_STATE) said (wire.h: STATE's count; diskless-
+   * primaries.c). */
+  uint32_t c_dl_via;
+  uint64_t c_dl_taken;          /* ... its STATEs saying it promotes
+                                   that we answered (ROUTED) */
   bool c_routed_queued;
   struct out_msg c_routed_msg;
 };
@@ -1144,6 +1170,22 @@ struct repl_node {
                                    peer's role, connection, what it
                                    follows, or the route changes:
                                    dl_wait_unfollowed */
+  /* Two diskless Primaries (diskless-primaries.c).  On a diskless
+   * node: */
+  int n_dl_via;                 /* as Primary, the diskless Primary our
+                                   writes go through, or -1: straight */
+  bool n_dl_deciding;           /* promoting: asking the diskless peers */
+  uint32_t n_dl_candidates;     /* ... the diskless peers promoting too */
+  int n_dl_answer_writer;       /* ... one that answered WRITER, or -1 */
+  bool n_dl_answer_through;     /* ... one answered THROUGH */
+  bool n_dl_untold;             /* writing straight from now on, but the
+                                   storage nodes are not told yet: the
+                                   route waits (diskless_route_update) */
+  /* On a storage node: the diskless Primaries that write straight to
+   * us, and since when, in the order their STATEs came. */
+  uint32_t n_dl_writers;
+  uint64_t n_dl_writer_since[REPL_MAX_NODES];
+  uint64_t n_dl_writer_seq;
   pthread_mutex_t n_dl_route_lock; /* serialises diskless_route_update
                                    (diskless.c); itself no n_lock field */
   /* A storage node's sync fence (forward.c).  n_lock guards these. */

@@ -142,6 +142,8 @@ engine_create (const char *config_path, const char *node_name, bool primary,
   node->n_sync_source_id = -1;
   node->n_dl_route = -1;
   node->n_dl_owed_id = -1;
+  node->n_dl_via = -1;
+  node->n_dl_answer_writer = -1;
   mutex_init (&node->n_lock);
   mutex_init (&node->n_dl_route_lock);
   mutex_init (&node->n_role_lock);

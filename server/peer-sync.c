@@ -686,16 +686,18 @@ sync_on_lost (struct conn *c, bool fence)
 {
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
-  bool goodbye, was_primary, stopping;
+  bool goodbye, was_primary, stopping, through;
 
   sync_release_source (p, "was interrupted");
   pthread_mutex_lock (&p->pr_lock);
   goodbye = c->c_peer_goodbye;
   was_primary = c->c_role == REPL_ROLE_PRIMARY;
+  through = c->c_peer_diskless && c->c_dl_via != 0;
   pthread_mutex_unlock (&p->pr_lock);
   /* (A diskless Primary beside a storage one wrote through it alone:
-   * we hold what it forwarded, in its order; nothing to reconcile.) */
-  if (!node->n_diskless && was_primary && !goodbye &&
+   * we hold what it forwarded, in its order; nothing to reconcile.
+   * Likewise one that wrote through the other diskless Primary.) */
+  if (!node->n_diskless && was_primary && !goodbye && !through &&
       node_role (node) != REPL_ROLE_PRIMARY &&
       !(p->pr_cfg->nc_diskless && node->n_cfg.cf_two_primaries &&
         !node_no_storage_primary (node)))

@@ -283,12 +283,23 @@ send_hello_state (struct conn *c)
   struct repl_hello hello = { 0 };
   struct gen_uuids u;
   uint64_t changes, seq = node_state_seq (node);
+  uint32_t via;
 
   pthread_mutex_lock (&node->n_lock);
   hello.role = node->n_role;
   hello.disk_state = node->n_disk;
   hello.size = volume_size (&node->n_vol); /* a diskless node learns it */
+  via = dl_via_mask_locked (node);
   pthread_mutex_unlock (&node->n_lock);
+  /* A diskless Primary says where its writes go; promoting, it counts
+   * this as a STATE that a diskless peer answers (diskless-
+   * primaries.c). */
+  if (node->n_diskless && node->n_cfg.cf_two_primaries) {
+    hello.routed = via;
+    if (p->pr_cfg->nc_diskless &&
+        via == UINT32_C (1) << node->n_self->nc_id)
+      c->c_tp_primary_states = 1;
+  }
   /* A storage Primary beside diskless nodes names those that write
    * through it (two-primaries.c: tp_check_routed). */
   if (hello.role == REPL_ROLE_PRIMARY && tp_routes_diskless (node) &&
@@ -475,6 +486,9 @@ check_hello (struct conn *c)
 
   c->c_size = h->size;          /* c is not published yet */
   if (node->n_diskless || h->disk_state == REPL_DISK_DISKLESS) {
+    if (h->disk_state == REPL_DISK_DISKLESS && node->n_cfg.cf_two_primaries &&
+        dl_check_via (node, c, h->role, h->routed, err, sizeof err) == -1)
+      goto refuse;
     if (role_check_peer_role (node, c, h->role, err, sizeof err) == -1)
       goto refuse;
     if (diskless_check_hello (node, c, err, sizeof err) == -1)
@@ -730,15 +744,25 @@ peer_thread (void *arg)
     pthread_mutex_lock (&node->n_lock);
     if (c->c_hello.role == REPL_ROLE_PRIMARY)
       node_peer_role_locked (node, p, true);
+    if (c->c_peer_diskless)
+      dl_note_writer_locked (node, p, c->c_hello.role == REPL_ROLE_PRIMARY &&
+                                      c->c_hello.routed == 0);
     pthread_mutex_unlock (&node->n_lock);
     node_quorum_changed (node);
 
     sync_on_connect (c, &c->c_hello);
     /* A diskless node: a storage Primary to write through (allow-two-
-     * primaries, diskless.c), once its generation is known. */
-    if (node->n_diskless && !c->c_peer_diskless)
-      diskless_route_update (node, c->c_hello.role == REPL_ROLE_PRIMARY
-                                   ? c : NULL);
+     * primaries, diskless.c), once its generation is known; a diskless
+     * peer promoting asks what we are, and a diskless writer may be
+     * back (diskless-primaries.c). */
+    if (node->n_diskless && c->c_peer_diskless &&
+        node->n_cfg.cf_two_primaries &&
+        c->c_hello.role == REPL_ROLE_PRIMARY &&
+        c->c_hello.routed == UINT32_C (1) << p->pr_cfg->nc_id)
+      dl_answer_promoting (c, true);
+    if (node->n_diskless)
+      diskless_route_update (node, c->c_hello.role == REPL_ROLE_PRIMARY &&
+                                   !c->c_peer_diskless ? c : NULL);
     conn_receive_loop (c);
 
     primary = node_role (node) == REPL_ROLE_PRIMARY;
@@ -770,10 +794,11 @@ peer_thread (void *arg)
 
     pthread_mutex_lock (&node->n_lock);
     node_peer_role_locked (node, p, false);
+    dl_note_writer_locked (node, p, false);
     pthread_mutex_unlock (&node->n_lock);
     log_info ("peer %s: disconnected", name);
     node_quorum_changed (node);
-    if (node->n_diskless && !c->c_peer_diskless)
+    if (node->n_diskless)
       diskless_route_update (node, NULL);
     sync_on_lost (c, fence);
     {

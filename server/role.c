@@ -480,12 +480,13 @@ role_tell_state (struct peer *p)
   struct out_msg om;
   struct conn *c;
   uint16_t flags;
-  uint32_t routed = 0, follows;
+  uint32_t routed = 0, follows, via;
 
   pthread_mutex_lock (&node->n_lock);
   role = node->n_role;
   disk = node->n_disk;
-  follows = node->n_primaries_storage;
+  follows = dl_follows_for_locked (node, p);
+  via = dl_via_mask_locked (node);
   pthread_mutex_unlock (&node->n_lock);
   pthread_mutex_lock (&p->pr_lock);
   flags = p->pr_pause_user ? REPL_FLAG_SYNC_PAUSED : 0;
@@ -504,6 +505,14 @@ role_tell_state (struct peer *p)
       routed = tp_routed_mask (node);
     else if (p->pr_cfg->nc_diskless)
       routed = follows;
+  }
+  /* A diskless Primary: where its writes go (diskless-primaries.c); a
+   * STATE saying it promotes is counted for the diskless peer's
+   * ROUTED. */
+  if (node->n_diskless && node->n_cfg.cf_two_primaries) {
+    routed = via;
+    ts.ts_primary_to_diskless = p->pr_cfg->nc_diskless &&
+                                via == UINT32_C (1) << node->n_self->nc_id;
   }
   worker_state_delay (p, role, disk);
   out_msg_init (&om, REPL_MSG_STATE, flags, routed, disk, role, NULL, 0);
@@ -610,6 +619,7 @@ promote (struct repl_node *node, bool force, char *err, size_t errlen)
   if (node->n_diskless) {
     pthread_mutex_lock (&node->n_lock);
     node_set_role_locked (node, REPL_ROLE_PRIMARY);
+    dl_start_deciding_locked (node);
     node->n_role_unannounced = true;
     pthread_mutex_unlock (&node->n_lock);
     log_info ("node %s: now Primary (diskless)%s", node->n_self->nc_name,
@@ -728,6 +738,14 @@ role_changed (struct repl_node *node, char *err, size_t errlen)
     tp_undo_promotion (node, err);
     r = -1;
   }
+  /* A new diskless Primary beside other diskless nodes decides whom
+   * it writes through first, or is Secondary again (diskless-
+   * primaries.c). */
+  if (node_role (node) == REPL_ROLE_PRIMARY && dl_decides (node) &&
+      dl_take_routes (node, err, errlen) == -1) {
+    tp_undo_promotion (node, err);
+    r = -1;
+  }
   /* A new Primary starts a new generation at once if a peer is away,
    * not lazily at its first write (gen_before_write, unless a write came
    * first): an earlier Primary that comes back, perhaps after being
@@ -837,8 +855,15 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   }
   /* count (allow-two-primaries): from a storage Primary to a storage
    * node the diskless nodes that write through it; from a storage
-   * Secondary to a diskless node the storage Primaries it follows. */
-  if (h->count != 0 &&
+   * Secondary to a diskless node the Primaries it follows; from a
+   * diskless node where its writes go (dl_check_via). */
+  if (c->c_peer_diskless && node->n_cfg.cf_two_primaries) {
+    if (dl_check_via (node, c, h->offset, h->count, err, sizeof err) == -1) {
+      conn_fail (c, "%s", err);
+      return -1;
+    }
+  }
+  else if (h->count != 0 &&
       (c->c_peer_diskless || !node->n_cfg.cf_two_primaries ||
        (h->offset == REPL_ROLE_PRIMARY) == node->n_diskless)) {
     conn_fail (c, "protocol error: STATE (role %s) from a %s node with "
@@ -887,9 +912,18 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   pthread_mutex_unlock (&p->pr_lock);
   pthread_mutex_lock (&node->n_lock);
   node_peer_role_locked (node, p, h->offset == REPL_ROLE_PRIMARY);
+  if (c->c_peer_diskless)
+    dl_note_writer_locked (node, p, h->offset == REPL_ROLE_PRIMARY &&
+                                    h->count == 0);
   pthread_mutex_unlock (&node->n_lock);
   log_info ("peer %s: now %s, %s", p->pr_cfg->nc_name,
             role_name (h->offset), disk_state_name (h->seq));
+  /* A diskless peer promoting asks us what we are (diskless-
+   * primaries.c). */
+  if (node->n_diskless && c->c_peer_diskless &&
+      node->n_cfg.cf_two_primaries && h->offset == REPL_ROLE_PRIMARY &&
+      h->count == UINT32_C (1) << p->pr_cfg->nc_id)
+    dl_answer_promoting (c, false);
   /* A new Primary's UUIDs came before its role (role_changed), when we
    * did not follow them yet: an in-sync secondary follows it into its
    * generation now. */
@@ -912,9 +946,11 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
   if (node->n_diskless && !c->c_peer_diskless &&
       h->seq == REPL_DISK_UPTODATE)
     diskless_peer_state (node, c);
-  /* A storage node became Primary, or no longer is: where our writes
-   * go (allow-two-primaries). */
-  if (node->n_diskless && !c->c_peer_diskless)
-    diskless_route_update (node, h->offset == REPL_ROLE_PRIMARY ? c : NULL);
+  /* A storage node became Primary, or no longer is, or a diskless
+   * Primary changed where its writes go: where ours go (allow-two-
+   * primaries). */
+  if (node->n_diskless)
+    diskless_route_update (node, h->offset == REPL_ROLE_PRIMARY &&
+                                 !c->c_peer_diskless ? c : NULL);
   return 0;
 }

@@ -177,6 +177,10 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
 
   if (check_digest (c, h, payload) == -1)
     return -1;
+  /* A diskless node: the other diskless Primary's request, through
+   * our write path (diskless-primaries.c). */
+  if (node->n_diskless)
+    return dl_apply_routed (c, m);
   /* Two primaries: ordered with our own writes (two-primaries.c).  The
    * activity log first, as a local write takes it (write-path.c): a
    * local write that holds extents may wait for the range we take, so
@@ -483,6 +487,10 @@ may_feed_us (struct conn *c, unsigned type)
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
 
+  /* A diskless node takes requests only from a diskless Primary that
+   * writes through it (diskless-primaries.c). */
+  if (node->n_diskless)
+    return dl_routed_may_feed (c, type);
   switch (type) {
   case REPL_MSG_RESYNC_START: case REPL_MSG_RESYNC_DATA:
   case REPL_MSG_RESYNC_DONE: case REPL_MSG_VERIFY_REQ:
@@ -514,10 +522,16 @@ secondary_check (struct conn *c, const struct repl_hdr *h)
   char err[256];
 
   if (!may_feed_us (c, h->type)) {
-    if (c->c_peer_diskless && c->c_role == REPL_ROLE_PRIMARY &&
-        node->n_cfg.cf_two_primaries && node_role (node) != REPL_ROLE_PRIMARY)
+    if (node->n_diskless)
+      conn_fail (c, "protocol error: %s from a diskless node that does "
+                 "not write through this one (a diskless Primary that "
+                 "writes straight to the storage nodes)",
+                 wire_type_name (h->type));
+    else if (c->c_peer_diskless && c->c_role == REPL_ROLE_PRIMARY &&
+             node->n_cfg.cf_two_primaries &&
+             node_role (node) != REPL_ROLE_PRIMARY)
       conn_fail (c, "%s straight from a diskless Primary while this node "
-                 "follows a storage Primary, which it writes through "
+                 "follows another Primary, which it writes through "
                  "(allow-two-primaries); reconnecting",
                  wire_type_name (h->type));
     else

@@ -115,8 +115,11 @@ node_set_role_locked (struct repl_node *node, enum repl_role role)
   ASSERT_LOCKED (&node->n_lock);
   if (node->n_role != role)
     events_resource (node, "role:%s", role_name (role));
-  if (role != REPL_ROLE_PRIMARY)    /* its generation is the others' now */
+  if (role != REPL_ROLE_PRIMARY) {  /* its generation is the others' now */
     atomic_store (&node->n_gen_unacked, false);
+    node->n_dl_via = -1;        /* diskless-primaries.c */
+    node->n_dl_deciding = false;
+  }
   node->n_role = role;
   node_state_changed (node);
   primary_id_locked (node);

@@ -371,12 +371,12 @@ tp_check_pair (struct repl_node *node, struct conn *c, char *err,
     diskless++;
   else
     storage++;
-  if (storage <= 1 && diskless <= 1)
+  if ((storage <= 1 && diskless <= 1) || (storage == 0 && diskless == 2))
     return 0;
   snprintf (err, errlen, "refusing connection: the peer says it is "
             "Primary, and %s is Primary; with diskless nodes, allow-two-"
-            "primaries allows one storage Primary and one diskless Primary "
-            "at a time", other);
+            "primaries allows one storage Primary and one diskless Primary, "
+            "or two diskless Primaries, at a time", other);
   return -1;
 }
 
@@ -527,8 +527,12 @@ tp_handle_routed (struct conn *c, const struct repl_hdr *h)
 {
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
-  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
 
+  /* Between diskless nodes: the answer to our promotion. */
+  if (node->n_diskless && c->c_peer_diskless &&
+      node->n_cfg.cf_two_primaries)
+    return dl_handle_routed (c, h);
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&p->pr_lock);
   if (node->n_diskless || !c->c_peer_diskless ||
       !node->n_cfg.cf_two_primaries || h->offset > c->c_tp_primary_states) {
     conn_fail_locked (c, "protocol error: ROUTED %" PRIu64 " from %s (we "

@@ -85,9 +85,13 @@ START_TEST (test_promote_two_primaries)
   c.pc_storage_uptodate = false;
   ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_NO_STORAGE);
   c.pc_storage_uptodate = true;
-  /* ... not beside a diskless Primary, nor as a third. */
+  /* ... beside a diskless Primary too (one writes through the other:
+   * diskless-primaries.c), but not as a third. */
   c.pc_peer_primary_diskless = true;
+  ck_assert_int_eq (decide_promote (&c), PROMOTE);
+  c.pc_two_primaries = false;
   ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_PEER_PRIMARY);
+  c.pc_two_primaries = true;
   c.pc_peer_primary_diskless = false;
   c.pc_peers_primary = true;
   ck_assert_int_eq (decide_promote (&c), PROMOTE_REFUSE_PEER_PRIMARY);

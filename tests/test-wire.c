@@ -60,7 +60,8 @@ static const struct expect expect[] = {
   { REPL_MSG_RESIZE_QUERY, "RESIZE_QUERY", 0, 0, 0 },
   { REPL_MSG_RESIZE_REPLY, "RESIZE_REPLY", REPL_FLAG_ERROR, 0, 0 },
   { REPL_MSG_RESIZE, "RESIZE", REPL_FLAG_ASSUME_CLEAN, 5, 0 },
-  { REPL_MSG_ROUTED, "ROUTED", 0, 0, 0 },
+  { REPL_MSG_ROUTED, "ROUTED", REPL_FLAG_WRITER | REPL_FLAG_PROMOTING |
+    REPL_FLAG_THROUGH, 0, 0 },
 };
 #define NR_EXPECT (sizeof expect / sizeof expect[0])
 
@@ -266,10 +267,10 @@ START_TEST (test_hdr_bad_flags)
       n++;
     }
   }
-  /* 30 types * 16 bits, less the 12 allowed (FUA x3, MAY_TRIM x1,
+  /* 30 types * 16 bits, less the 15 allowed (FUA x3, MAY_TRIM x1,
    * RECEIVED x1, ZEROES x1, ERROR x2, DIGEST x2, SYNC_PAUSED x1,
-   * ASSUME_CLEAN x1). */
-  ck_assert_int_eq (n, 30 * 16 - 12);
+   * ASSUME_CLEAN x1, WRITER, PROMOTING and THROUGH x1). */
+  ck_assert_int_eq (n, 30 * 16 - 15);
 
   /* RESYNC_DATA with ZEROES: count bytes of zeroes, no payload. */
   {
