@@ -804,9 +804,8 @@ diskless_route_update (struct repl_node *node, struct conn *owed)
                 node->n_self->nc_name, p->pr_cfg->nc_name,
                 p->pr_cfg->nc_diskless ? "diskless" : "storage");
     else
-      log_info ("node %s: no other node is Primary, or writes: writes go "
-                "straight to every storage node again",
-                node->n_self->nc_name);
+      log_info ("node %s: no storage node is Primary: writes go straight "
+                "to every storage node again", node->n_self->nc_name);
   }
   send_routed (node, &rt);
   /* The writer we wrote through is gone: every peer hears that we
