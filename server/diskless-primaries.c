@@ -348,14 +348,18 @@ decide_locked (struct repl_node *node, char *err, size_t errlen)
   int via = -1;
 
   ASSERT_LOCKED (&node->n_lock);
+  /* (Beside a storage Primary we write through it: diskless.c.) */
   if (node->n_dl_answer_through || (cand & (cand - 1)) != 0 ||
       (cand != 0 && node->n_dl_answer_writer >= 0) ||
-      node->n_primaries_storage != 0) {
+      (node->n_primaries_storage != 0 &&
+       (cand != 0 || node->n_dl_answer_writer >= 0))) {
     snprintf (err, errlen, "two other nodes are Primary, or are being "
               "promoted, already (allow-two-primaries allows two)");
     return -1;
   }
-  if (node->n_dl_answer_writer >= 0)
+  if (node->n_primaries_storage != 0)
+    via = -1;
+  else if (node->n_dl_answer_writer >= 0)
     via = node->n_dl_answer_writer;
   else if (cand != 0 && (unsigned) __builtin_ctz (cand) < self)
     via = __builtin_ctz (cand);
@@ -503,11 +507,13 @@ dl_apply_routed (struct conn *c, const struct rx_msg *m)
   int r;
 
   atomic_store (&c->c_rx_forwarding, true);
-  r = diskless_ranged (node, h->type,
-                       h->type == REPL_MSG_WRITE ? m->m_payload : NULL,
-                       h->type == REPL_MSG_FLUSH ? 0 : h->count,
-                       h->type == REPL_MSG_FLUSH ? 0 : h->offset,
-                       h->flags & (REPL_FLAG_FUA | REPL_FLAG_MAY_TRIM));
+  r = diskless_ranged_routed (node, h->type,
+                              h->type == REPL_MSG_WRITE ? m->m_payload
+                                                        : NULL,
+                              h->type == REPL_MSG_FLUSH ? 0 : h->count,
+                              h->type == REPL_MSG_FLUSH ? 0 : h->offset,
+                              h->flags & (REPL_FLAG_FUA |
+                                          REPL_FLAG_MAY_TRIM));
   c->c_last_recv_ns = now_ns ();
   atomic_store (&c->c_rx_forwarding, false);
   if (r == 0)

@@ -1385,10 +1385,14 @@ replicate (struct repl_node *node, enum repl_msg_type type,
   return -1;
 }
 
-int
-diskless_ranged (struct repl_node *node, enum repl_msg_type type,
-                 const void *buf, uint32_t count, uint64_t offset,
-                 uint16_t flags)
+/* A request of a client of ours, or (client false) of the other
+ * diskless Primary, which writes through us (diskless-primaries.c):
+ * not counted among our requests in flight, which a demotion waits
+ * for; one that our demotion overtakes fails, and the other writes it
+ * straight. */
+static int
+ranged (struct repl_node *node, enum repl_msg_type type, const void *buf,
+        uint32_t count, uint64_t offset, uint16_t flags, bool client)
 {
   struct ilock_range range;
   bool held;
@@ -1396,12 +1400,14 @@ diskless_ranged (struct repl_node *node, enum repl_msg_type type,
 
   /* It may wait long (quorum, fencing): without the request's pin
    * meanwhile, as write-path.c's check_write (peers.c). */
-  held = peers_wait_begin (node);
+  held = client && peers_wait_begin (node);
   r = role_check_write (node);
-  peers_wait_end (node, held);
+  if (client)
+    peers_wait_end (node, held);
   if (r == -1)
     return -1;
-  atomic_fetch_add (&node->n_requests_in_flight, 1);
+  if (client)
+    atomic_fetch_add (&node->n_requests_in_flight, 1);
   if (type == REPL_MSG_FLUSH)
     r = replicate (node, type, NULL, 0, 0, flags);
   else {
@@ -1417,8 +1423,25 @@ diskless_ranged (struct repl_node *node, enum repl_msg_type type,
     }
     ilock_release (&node->n_ilock, &range);
   }
-  atomic_fetch_sub (&node->n_requests_in_flight, 1);
+  if (client)
+    atomic_fetch_sub (&node->n_requests_in_flight, 1);
   return r;
+}
+
+int
+diskless_ranged (struct repl_node *node, enum repl_msg_type type,
+                 const void *buf, uint32_t count, uint64_t offset,
+                 uint16_t flags)
+{
+  return ranged (node, type, buf, count, offset, flags, true);
+}
+
+int
+diskless_ranged_routed (struct repl_node *node, enum repl_msg_type type,
+                        const void *buf, uint32_t count, uint64_t offset,
+                        uint16_t flags)
+{
+  return ranged (node, type, buf, count, offset, flags, false);
 }
 
 /* The storage node to read from next, not one of those in `tried`. */

@@ -827,6 +827,10 @@ extern void diskless_peer_state (struct repl_node *node, struct conn *c);
 extern int diskless_ranged (struct repl_node *node, enum repl_msg_type type,
                             const void *buf, uint32_t count, uint64_t offset,
                             uint16_t flags);
+extern int diskless_ranged_routed (struct repl_node *node,
+                                   enum repl_msg_type type, const void *buf,
+                                   uint32_t count, uint64_t offset,
+                                   uint16_t flags);
 extern int diskless_pread (struct repl_node *node, void *buf, uint32_t count,
                            uint64_t offset);
 extern bool node_primary_is_diskless_or_none (struct repl_node *node);

@@ -523,9 +523,10 @@ secondary_check (struct conn *c, const struct repl_hdr *h)
 
   if (!may_feed_us (c, h->type)) {
     if (node->n_diskless)
-      conn_fail (c, "protocol error: %s from a diskless node that does "
-                 "not write through this one (a diskless Primary that "
-                 "writes straight to the storage nodes)",
+      conn_fail (c, "%s from a diskless node that does not write "
+                 "through this one, or while this node is no longer the "
+                 "diskless Primary that writes straight to the storage "
+                 "nodes (it writes it straight then)",
                  wire_type_name (h->type));
     else if (c->c_peer_diskless && c->c_role == REPL_ROLE_PRIMARY &&
              node->n_cfg.cf_two_primaries &&

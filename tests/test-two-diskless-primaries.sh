@@ -16,10 +16,11 @@
 # disks are byte-identical, and every block holds the last write one of
 # the writers made to it, never an older one of the same writer, and
 # never one answered before a write of the other writer to that block
-# was even sent (tests/twoprim.py check).  Last, the node that the
-# other writes through dies (SIGKILL) while both write: the other goes
-# on, straight to the storage nodes, without a failed write, and the
-# checker and the disks agree again.
+# was even sent (tests/twoprim.py check).  Then the node that the other
+# writes through is demoted under the other's writes (a live
+# migration's end), and last it dies (SIGKILL) while both write: each
+# time the other goes on, straight to the storage nodes, without a
+# failed write, and the checker and the disks agree again.
 source "$(dirname "$0")/functions.sh"
 requires jq --version
 requires /usr/bin/python3 -c "import nbd"
@@ -126,11 +127,32 @@ grep -q "node3: auto-promoted by a client" "$tmpdir/node3.log" ||
 grep -q "node2: auto-promoted by a client" "$tmpdir/node2.log" ||
     fail "node2 was never auto-promoted"
 
-# The writer dies while the other writes through it.
+# A live migration's end: the writer (node2, Primary by hand, no client
+# of its own) is demoted while node3 writes through it; node3 goes on,
+# straight to the storage nodes, without a failed write.
 wait_for node2 '.role == "Secondary"' 15
 wait_for node3 '.role == "Secondary"' 15
+promote node2
 r=$(( ROUNDS + 1 ))
 SECS=8
+$TWOPRIM write "$(uri node3)" 2 $BLOCKS "$($TWOPRIM now $(( SECS + 1 )))" \
+    $(( r * 10000000 )) 1000000 "$tmpdir/w2.$r.json" >"$tmpdir/w2.out" 2>&1 &
+wpid=$!
+cleanup_fn "kill $wpid 2>/dev/null || true"
+wait_for node3 '.role == "Primary" and .writes > 200 and .writes_through == "node2"' 15
+demote node2
+wait_log node3 "writes straight to the storage nodes now" 15
+wait $wpid || fail "node3's writer failed when node2 was demoted: $(tail -n 5 "$tmpdir/w2.out")"
+logs+=("$tmpdir/w2.$r.json")
+wait_for node3 '.role == "Secondary" and .writes_through == null' 15
+wait_storage_uptodate node0 node1
+same_disks node0 node1
+$TWOPRIM check "$(disk node0)" $BLOCKS "${logs[@]}" >"$tmpdir/check.out" 2>&1 ||
+    fail "after node2's demotion: $(tail -n 20 "$tmpdir/check.out")"
+info "node2 demoted under node3's writes: $(cat "$tmpdir/w2.out"); $(tail -n 1 "$tmpdir/check.out")"
+
+# The writer dies while the other writes through it.
+r=$(( ROUNDS + 2 ))
 twoprim_start $r $SECS $BLOCKS "$(uri node2)" "$(uri node3)"
 wait_for node2 '.role == "Primary" and .writes > 200' 15
 wait_for node3 '.role == "Primary" and .writes > 200 and .writes_through == "node2"' 15
