@@ -371,6 +371,17 @@ decide_locked (struct repl_node *node, char *err, size_t errlen)
   return 0;
 }
 
+/* Test hook (tests/test-two-diskless-primaries.sh): NBDREPL_TEST_DL_
+ * DECIDE_DELAY_MS=N makes a promotion wait N ms after it asked the
+ * diskless peers, so that two promotions cross. */
+static void
+decide_delay (void)
+{
+  static long long ms = -1;
+
+  test_hook_sleep ("NBDREPL_TEST_DL_DECIDE_DELAY_MS", &ms);
+}
+
 /* This diskless node became Primary (role_changed): ask the diskless
  * peers and decide (see above), bounded by net: timeout.  A diskless
  * Secondary that does not answer is dropped.  Returns 0, or -1 with
@@ -395,6 +406,7 @@ dl_take_routes (struct repl_node *node, char *err, size_t errlen)
   for (i = 0; i < PEERS (node)->pl_n; i++)
     if (PEERS (node)->pl_peers[i]->pr_cfg->nc_diskless)
       role_tell_state (PEERS (node)->pl_peers[i]);
+  decide_delay ();
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *q = PEERS (node)->pl_peers[i];
     struct conn *c;

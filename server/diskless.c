@@ -688,6 +688,18 @@ storage_follows_other (struct repl_node *node)
   return NULL;
 }
 
+/* Is diskless peer w connected, Primary, and still deciding (its
+ * STATE that says it writes straight is on its way)? */
+static bool
+writer_deciding (struct peer *w)
+{
+  ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&w->pr_lock);
+  struct conn *c = peer_conn_locked (w);
+
+  return c != NULL && !c->c_failed && c->c_role == REPL_ROLE_PRIMARY &&
+         c->c_peer_diskless && c->c_dl_via == id_bit (w);
+}
+
 /* Two diskless Primaries (diskless-primaries.c), with no storage
  * Primary: the writer we write through (n_dl_via) while it is one.
  * Once it is not (lost, demoted), and no storage node follows it any
@@ -709,8 +721,9 @@ via_route (struct repl_node *node, int old, bool *straight)
     return old;
   if (via < 0)
     return -1;
-  if ((w = node_find_peer (node, via)) != NULL && route_target (w, NULL))
-    return via;
+  if ((w = node_find_peer (node, via)) != NULL &&
+      (route_target (w, NULL) || writer_deciding (w)))
+    return via;                 /* (deciding: its STATE will say) */
   if (storage_follows_other (node) != NULL)
     return via;                 /* writes wait (dl_wait_unfollowed) */
   pthread_mutex_lock (&node->n_lock);

@@ -151,6 +151,28 @@ $TWOPRIM check "$(disk node0)" $BLOCKS "${logs[@]}" >"$tmpdir/check.out" 2>&1 ||
     fail "after node2's demotion: $(tail -n 20 "$tmpdir/check.out")"
 info "node2 demoted under node3's writes: $(cat "$tmpdir/w2.out"); $(tail -n 1 "$tmpdir/check.out")"
 
+# Two promotions that cross (each node waits 1 s after it asked the
+# other, test hook): both see the other deciding, and node2, the lower
+# id, writes; node3 writes through it.
+for n in node2 node3; do stop_node $n; done
+NBDREPL_TEST_DL_DECIDE_DELAY_MS=1000 start_node node2
+NBDREPL_TEST_DL_DECIDE_DELAY_MS=1000 start_node node3
+for n in node2 node3; do
+    wait_for $n '([.peers[] | .connection == "Connected"] | all) and ([.peers[] | select(.name == "node0" or .name == "node1") | .disk == "UpToDate"] | all)' 30
+done
+"$REPLCTL" -s "$(sock node3)" primary >"$tmpdir/p3.out" 2>&1 &
+p3=$!
+"$REPLCTL" -s "$(sock node2)" primary >"$tmpdir/p2.out" 2>&1 ||
+    fail "promoting node2 failed: $(cat "$tmpdir/p2.out")"
+wait $p3 || fail "promoting node3 failed: $(cat "$tmpdir/p3.out")"
+wait_for node3 '.role == "Primary" and .writes_through == "node2"' 15
+wait_for node2 '.role == "Primary" and .writes_through == null' 15
+timed 30 nbdsh -u "$(uri node3)" -c "h.pwrite(b'c' * 4096, 8192); h.flush()" ||
+    fail "node3's write after the crossed promotions failed"
+demote node3
+demote node2
+info "crossed promotions: node2 writes, node3 through it"
+
 # The writer dies while the other writes through it.
 r=$(( ROUNDS + 2 ))
 twoprim_start $r $SECS $BLOCKS "$(uri node2)" "$(uri node3)"
