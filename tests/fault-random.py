@@ -161,7 +161,9 @@ class Driver:
         # --two-primaries: the storage Primary beside the diskless one,
         # its writer, the logs of its runs, and how long it has been
         # Primary with a peer that is neither connected nor faulted.
-        self.second = self.storage[0] if a.two_primaries else None
+        # (--second-diskless: the first idle diskless node instead.)
+        self.second = (self.idle[0] if a.second_diskless else
+                       self.storage[0] if a.two_primaries else None)
         self.writer2 = None
         self.logs2 = []
         self.stale2 = 0
@@ -218,7 +220,7 @@ class Driver:
             self.add_link(n.name, "eth0", "br0", self.addr(n))
             if not n.diskless:
                 self.add_link(n.name, "eth1", "br1", self.addr(n, 1))
-        if not self.a.diskless or self.second:
+        if not self.a.diskless or (self.second and not self.second.diskless):
             self.add_ns("writer")
             self.add_link("writer", "eth1", "br1", f"{NET}.1.100")
 
@@ -428,7 +430,7 @@ class Driver:
                     self.writer.send_signal(signal.SIGUSR1)
 
     def reconcile_second(self, n, st):
-        """--two-primaries: keep the storage node beside the diskless
+        """--two-primaries: keep the second node beside the diskless
         Primary Primary with its writer running, once it is in sync."""
         peers_ok = all(p["connection"] == "Connected" or
                        self.node(p["name"]).fault is not None
@@ -451,7 +453,7 @@ class Driver:
             return
         if self.writer2 is not None:
             self.stop_writer2()
-        if (st["disk"] == "UpToDate" and peers_ok and
+        if (st["disk"] in ("UpToDate", "Diskless") and peers_ok and
                 all(p["replication"] == "Established" for p in st["peers"])):
             rc, out = self.replctl(n, "primary")
             self.tell(n, rc, f"promote {n.name}", out)
@@ -530,14 +532,19 @@ class Driver:
         log = self.path(f"writer2-{len(self.logs2) + 1}.log")
         self.logs2.append(log)
         secs = self.a.duration + self.a.converge + 60
-        cmd = ["ip", "netns", "exec", self.ns("writer"), self.a.ackwrite,
-               "-l", log, "-f", str(self.a.blocks), "-c", str(self.a.blocks),
+        if self.second.diskless:
+            prefix = []
+            uri = f"nbd+unix:///?socket={self.path(self.second.name + '.nbd')}"
+        else:
+            prefix = ["ip", "netns", "exec", self.ns("writer")]
+            uri = f"nbd://{self.addr(self.second, 1)}:{NBD_PORT}"
+        cmd = prefix + [self.a.ackwrite, "-l", log, "-f", str(self.a.blocks), "-c", str(self.a.blocks),
                "-t", str(secs), "-s", str(self.a.seed + len(self.logs2)),
                "-T", "8", "-m", self.a.mode]
         if self.a.rate:
             cmd += ["-R", str(self.a.rate)]
         self.writer2 = subprocess.Popen(
-            cmd + [f"nbd://{self.addr(self.second, 1)}:{NBD_PORT}"],
+            cmd + [uri],
             stdout=subprocess.PIPE,
             stderr=open(self.path("writer2.err"), "a"), text=True)
         self.say(f"second writer: run {len(self.logs2)} on {self.second.name}")
@@ -726,6 +733,10 @@ def main():
     ap.add_argument("--two-primaries", action="store_true",
                     help="with --diskless: allow-two-primaries, the first "
                     "storage node Primary too, with a writer of its own")
+    ap.add_argument("--second-diskless", action="store_true",
+                    help="with --two-primaries and --idle-diskless: the "
+                    "second Primary is the first idle diskless node "
+                    "(two diskless Primaries)")
     ap.add_argument("--tls", action="store_true",
                     help="tls: true (with a secret) on the replication links")
     ap.add_argument("--idle-diskless", type=int, choices=range(0, 4), default=0,
@@ -735,6 +746,8 @@ def main():
     a.faults = [c for c in a.faults.split(",") if c]
     if a.two_primaries and not a.diskless:
         ap.error("--two-primaries needs --diskless")
+    if a.second_diskless and (not a.two_primaries or a.idle_diskless < 1):
+        ap.error("--second-diskless needs --two-primaries and --idle-diskless")
     bad = [c for c in a.faults if c not in CLASSES]
     if bad:
         ap.error(f"unknown fault classes: {','.join(bad)}")
@@ -746,6 +759,7 @@ def main():
     print(f"fault-random: seed {a.seed} nodes {a.nodes}"
           f"{' +diskless' if a.diskless else ''}{' +tls' if a.tls else ''}"
           f"{' +two-primaries' if a.two_primaries else ''}"
+          f"{' (second diskless)' if a.second_diskless else ''}"
           f"{f' +{a.idle_diskless} idle diskless' if a.idle_diskless else ''}"
           f" duration {a.duration:g}s "
           f"faults {','.join(a.faults) or 'none'}", flush=True)
