@@ -24,7 +24,9 @@
  * host): while it is, every write of ours goes through it alone (the
  * route, diskless_route_update), which orders it with its own and
  * forwards it to the other storage nodes (two-primaries.c says why and
- * how the two ways of writing hand over).
+ * how the two ways of writing hand over).  Or a second diskless node
+ * may be Primary: one of the two writes to the storage nodes, and the
+ * other's route is that one (diskless-primaries.c).
  * The rule that makes more than two storage nodes safe is the sync
  * fence: with no storage Primary, a storage node T that a storage
  * peer S is to resync (gen decision or pair marks, sync_on_connect)
@@ -59,7 +61,7 @@
  * Losing us: the storage nodes reconcile their activity logs
  * (peer-sync.c reconcile), as with two.  Not covered: a storage node
  * resynced while not connected to the diskless Primary, whose source
- * is (the fence cannot check the source), and two diskless Primaries.
+ * is (the fence cannot check the source).
  */
 #include <config.h>
 

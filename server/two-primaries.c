@@ -315,9 +315,10 @@ tp_wait_lost (struct repl_node *node)
  * a diskless Primary has no copy to resolve anything on, and one order
  * made by one storage node serves every other storage node, however
  * many.  The cost is a second hop for the diskless Primary's writes
- * while a storage node is Primary beside it.  Two diskless Primaries,
- * or two storage ones beside diskless nodes, are refused (tp_check_
- * pair, decide_promote). */
+ * while a storage node is Primary beside it.  Two diskless Primaries
+ * work alike, one writing through the other (diskless-primaries.c);
+ * two storage ones beside diskless nodes are refused (tp_check_pair,
+ * decide_promote). */
 
 /* Is this a storage node that takes diskless Primaries' writes through
  * it when it is Primary (allow-two-primaries with diskless nodes)? */
