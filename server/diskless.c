@@ -997,12 +997,14 @@ diskless_handle_fence (struct conn *c, const struct repl_hdr *h)
                : "a peer, to a storage node");
     return -1;
   }
+  /* (A Primary whose writes go through another node writes to no
+   * storage node itself: it answers as a Secondary does.) */
   if (node_role (node) == REPL_ROLE_PRIMARY) {
     struct dl_gen g;
 
     dl_gen_now (node, &g, false);
     pthread_mutex_lock (&src->pr_lock);
-    refused = !is_target_locked (src, &g);
+    refused = g.dg_route < 0 && !is_target_locked (src, &g);
     pthread_mutex_unlock (&src->pr_lock);
   }
   pthread_mutex_lock (&p->pr_lock);
