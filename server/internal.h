@@ -1188,7 +1188,7 @@ struct repl_node {
   /* On a storage node: the diskless Primaries that write straight to
    * us, and since when, in the order their STATEs came. */
   uint32_t n_dl_writers;
-  uint64_t n_dl_writer_since[REPL_MAX_NODES];
+  uint64_t n_dl_writer_since[REPL_MAX_NODE_ID + 1];
   uint64_t n_dl_writer_seq;
   pthread_mutex_t n_dl_route_lock; /* serialises diskless_route_update
                                    (diskless.c); itself no n_lock field */
