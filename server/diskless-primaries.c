@@ -395,14 +395,7 @@ dl_take_routes (struct repl_node *node, char *err, size_t errlen)
   int r, via;
   size_t i;
 
-  for (i = 0; i < PEERS (node)->pl_n; i++) {
-    struct peer *q = PEERS (node)->pl_peers[i];
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
-
-    while (q->pr_cfg->nc_diskless && q->pr_state == CONN_HANDSHAKE &&
-           !q->pr_stopping && now_ns () < deadline)
-      pthread_cond_timedwait (&q->pr_cond, &q->pr_lock, &ts);
-  }
+  tp_wait_diskless_handshakes (node, deadline);
   for (i = 0; i < PEERS (node)->pl_n; i++)
     if (PEERS (node)->pl_peers[i]->pr_cfg->nc_diskless)
       role_tell_state (PEERS (node)->pl_peers[i]);

@@ -177,6 +177,8 @@ extern int tp_check_routed (struct repl_node *node, struct conn *c,
                             uint32_t mask, char *err, size_t errlen);
 extern uint32_t tp_routed_mask (struct repl_node *node);
 extern int tp_take_routes (struct repl_node *node, char *err, size_t errlen);
+extern void tp_wait_diskless_handshakes (struct repl_node *node,
+                                         uint64_t deadline);
 extern void tp_undo_promotion (struct repl_node *node, const char *why);
 extern int tp_handle_routed (struct conn *c, const struct repl_hdr *h);
 extern bool tp_beside_storage_primary (struct conn *c);

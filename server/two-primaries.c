@@ -433,6 +433,26 @@ tp_routed_mask (struct repl_node *node)
   return mask;
 }
 
+/* A new Primary (this storage node, or a diskless node that decides:
+ * diskless-primaries.c) lets the handshakes with diskless peers under
+ * way end first, bounded by deadline: each then hears the STATE it is
+ * to answer. */
+void
+tp_wait_diskless_handshakes (struct repl_node *node, uint64_t deadline)
+{
+  struct timespec ts = deadline_at_ns (deadline);
+  size_t i;
+
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
+
+    while (q->pr_cfg->nc_diskless && q->pr_state == CONN_HANDSHAKE &&
+           !q->pr_stopping && now_ns () < deadline)
+      pthread_cond_timedwait (&q->pr_cond, &q->pr_lock, &ts);
+  }
+}
+
 /* This storage node became Primary beside diskless nodes (role_changed,
  * before anything else is told of it): the handshakes with diskless
  * nodes under way end first, then each connected diskless node hears
@@ -448,14 +468,7 @@ tp_take_routes (struct repl_node *node, char *err, size_t errlen)
   struct timespec ts = deadline_at_ns (deadline);
   size_t i;
 
-  for (i = 0; i < PEERS (node)->pl_n; i++) {
-    struct peer *q = PEERS (node)->pl_peers[i];
-    ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
-
-    while (q->pr_cfg->nc_diskless && q->pr_state == CONN_HANDSHAKE &&
-           !q->pr_stopping && now_ns () < deadline)
-      pthread_cond_timedwait (&q->pr_cond, &q->pr_lock, &ts);
-  }
+  tp_wait_diskless_handshakes (node, deadline);
   for (i = 0; i < PEERS (node)->pl_n; i++)
     if (PEERS (node)->pl_peers[i]->pr_cfg->nc_diskless)
       role_tell_state (PEERS (node)->pl_peers[i]);

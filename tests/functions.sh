@@ -267,18 +267,40 @@ wait_log ()
     fail "node $name did not log '$pattern' within $secs s: $(tail -n 3 "$tmpdir/$name.log")"
 }
 
-# make_diskless_config SIZE: node0 and node1 store the data (new disks
-# declared in sync with create-md --in-sync), node2 is diskless.
+# make_diskless_config SIZE [DISKLESS]: node0 and node1 store the data
+# (new disks declared in sync with create-md --in-sync), and DISKLESS
+# more nodes (default 1: node2, node3, ...) are diskless.
 make_diskless_config ()
 {
-    local n
-    make_config 3 C "$1"
-    sed -i 's|disk: node2.img|disk: none|' "$CONFIG"
-    rm -f "$(disk node2)"
+    local n i dl=${2:-1}
+    make_config $(( 2 + dl )) C "$1"
+    for (( i = 2; i < 2 + dl; i++ )); do
+        sed -i "s|disk: node$i.img|disk: none|" "$CONFIG"
+        rm -f "$(disk node$i)"
+    done
     for n in node0 node1; do
         "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null ||
             fail "create-md --in-sync on $n failed"
     done
+}
+
+# Roles by hand (the allow-two-primaries tests): promote NODE, demote
+# NODE, each must succeed; promote_refused NODE TEXT: replctl primary
+# on NODE fails saying TEXT; wait_peer_role NODE PEER ROLE: NODE sees
+# PEER in ROLE (bounded, 15 s).
+promote () { "$REPLCTL" -s "$(sock "$1")" primary >"$tmpdir/err" 2>&1 ||
+                 fail "promoting $1 failed: $(cat "$tmpdir/err")"; }
+demote () { "$REPLCTL" -s "$(sock "$1")" secondary >"$tmpdir/err" 2>&1 ||
+                fail "demoting $1 failed: $(cat "$tmpdir/err")"; }
+promote_refused ()
+{
+    local out
+    out=$("$REPLCTL" -s "$(sock "$1")" primary 2>&1) &&
+        fail "$1 was promoted: $out"
+    grep -qF -- "$2" <<<"$out" || fail "$1: '$out' does not say '$2'"
+}
+wait_peer_role () {
+    wait_for "$1" "[.peers[] | select(.name == \"$2\") | .role == \"$3\"] | all" 15
 }
 
 # start_tgtd: a private tgt iSCSI target daemon on 127.0.0.1 (port

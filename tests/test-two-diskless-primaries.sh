@@ -29,15 +29,7 @@ BLOCKS=64                       # 256 KiB: the two writers meet all the time
 ROUNDS=${TWODL_ROUNDS:-4}
 ROUND_SECS=4
 
-make_config 4 C 16M
-for n in node2 node3; do
-    sed -i "s|disk: $n.img|disk: none|" "$CONFIG"
-    rm -f "$(disk $n)"
-done
-for n in node0 node1; do
-    "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null ||
-        fail "create-md on $n"
-done
+make_diskless_config 16M 2
 start_all ()
 {
     local n
@@ -48,27 +40,13 @@ start_all ()
     wait_storage_uptodate node0 node1
 }
 start_all
-promote () { "$REPLCTL" -s "$(sock "$1")" primary >"$tmpdir/err" 2>&1 ||
-                 fail "promoting $1 failed: $(cat "$tmpdir/err")"; }
-demote () { "$REPLCTL" -s "$(sock "$1")" secondary >"$tmpdir/err" 2>&1 ||
-                fail "demoting $1 failed: $(cat "$tmpdir/err")"; }
-refused ()                      # NODE TEXT: replctl primary on NODE fails
-{
-    local out
-    out=$("$REPLCTL" -s "$(sock "$1")" primary 2>&1) &&
-        fail "$1 was promoted: $out"
-    grep -qF -- "$2" <<<"$out" || fail "$1: '$out' does not say '$2'"
-}
-wait_role () {                  # NODE PEER ROLE
-    wait_for "$1" "[.peers[] | select(.name == \"$2\") | .role == \"$3\"] | all" 15
-}
 
 # Without allow-two-primaries: one diskless Primary.
 promote node2
-wait_role node3 node2 Primary
-refused node3 "peer node2 is Primary; demote it first"
+wait_peer_role node3 node2 Primary
+promote_refused node3 "peer node2 is Primary; demote it first"
 demote node2
-wait_role node3 node2 Secondary
+wait_peer_role node3 node2 Secondary
 info "without allow-two-primaries a second diskless Primary is refused"
 
 for n in node3 node2 node1 node0; do stop_node $n; done
@@ -76,7 +54,7 @@ sed -i 's/^protocol: C/&\nallow-two-primaries: true/' "$CONFIG"
 start_all
 
 promote node2
-wait_role node3 node2 Primary
+wait_peer_role node3 node2 Primary
 promote node3
 wait_for node3 '.role == "Primary" and .writes_through == "node2"' 15
 wait_for node2 '.role == "Primary" and .writes_through == null' 15
@@ -85,8 +63,8 @@ for n in node0 node1; do
 done
 "$REPLCTL" -s "$(sock node3)" status | grep -q "writes: through node2" ||
     fail "replctl status of node3 does not say where its writes go"
-refused node0 "two peers are Primary already"
-refused node1 "two peers are Primary already"
+promote_refused node0 "two peers are Primary already"
+promote_refused node1 "two peers are Primary already"
 timed 30 nbdsh -u "$(uri node3)" -c "h.pwrite(b'q' * 4096, 0); assert h.pread(4096, 0) == b'q' * 4096" ||
     fail "a write and a read through node2 failed"
 grep -q "a diskless Primary, writes through" "$tmpdir/node3.log" ||
@@ -102,8 +80,8 @@ crossed=0
 for (( r = 1; r <= ROUNDS; r++ )); do
     if [ $r = 3 ]; then
         demote node2            # from now on both are auto-promoted
-        wait_role node3 node2 Secondary
-        wait_role node0 node2 Secondary
+        wait_peer_role node3 node2 Secondary
+        wait_peer_role node0 node2 Secondary
     fi
     twoprim_start $r $ROUND_SECS $BLOCKS "$(uri node2)" "$(uri node3)"
     twoprim_wait $r $ROUND_SECS

@@ -16,15 +16,8 @@
 source "$(dirname "$0")/functions.sh"
 requires jq --version
 
-make_config 5 C 16M
-for n in node2 node3 node4; do
-    sed -i "s|disk: $n.img|disk: none|" "$CONFIG"
-    rm -f "$(disk $n)"
-done
+make_diskless_config 16M 3
 sed -i 's/^protocol: C/&\nallow-two-primaries: true\nauto-promote: false\nquorum: majority\non-no-quorum: io-error/' "$CONFIG"
-for n in node0 node1; do
-    "$REPLCTL" -c "$CONFIG" -n $n create-md --in-sync >/dev/null || fail "create-md on $n"
-done
 for n in node0 node1 node2 node3 node4; do start_node $n; done
 for n in node2 node3 node4; do
     wait_for $n '[.peers[] | select(.name == "node0" or .name == "node1") | .connection == "Connected" and .disk == "UpToDate"] | length == 2 and all' 30

@@ -38,38 +38,24 @@ start_three
 role_of () {                    # NODE PEER: the role NODE sees PEER in
     status_json "$1" | jq -r --arg p "$2" '.peers[] | select(.name == $p) | .role'
 }
-promote () { "$REPLCTL" -s "$(sock "$1")" primary >"$tmpdir/err" 2>&1 ||
-                 fail "promoting $1 failed: $(cat "$tmpdir/err")"; }
-demote () { "$REPLCTL" -s "$(sock "$1")" secondary >"$tmpdir/err" 2>&1 ||
-                fail "demoting $1 failed: $(cat "$tmpdir/err")"; }
-refused ()                      # NODE TEXT: replctl primary on NODE fails
-{
-    local out
-    out=$("$REPLCTL" -s "$(sock "$1")" primary 2>&1) &&
-        fail "$1 was promoted: $out"
-    grep -qF -- "$2" <<<"$out" || fail "$1: '$out' does not say '$2'"
-}
-wait_role () {                  # NODE PEER ROLE
-    wait_for "$1" "[.peers[] | select(.name == \"$2\") | .role == \"$3\"] | all" 15
-}
 
 # Without allow-two-primaries: one Primary, storage or diskless.
 promote node0
-wait_role node2 node0 Primary
-refused node2 "peer node0 is Primary; demote it first"
+wait_peer_role node2 node0 Primary
+promote_refused node2 "peer node0 is Primary; demote it first"
 if timed 30 nbdsh -u "$(uri node2)" -c "h.pwrite(b'x' * 4096, 0)" \
        2>/dev/null; then
     fail "node2 took a write while node0 is Primary"
 fi
 demote node0
-wait_role node2 node0 Secondary
+wait_peer_role node2 node0 Secondary
 promote node2
-wait_role node0 node2 Primary
-wait_role node1 node2 Primary
-refused node0 "peer node2 is Primary; demote it first"
-refused node1 "peer node2 is Primary; demote it first"
+wait_peer_role node0 node2 Primary
+wait_peer_role node1 node2 Primary
+promote_refused node0 "peer node2 is Primary; demote it first"
+promote_refused node1 "peer node2 is Primary; demote it first"
 demote node2
-wait_role node0 node2 Secondary
+wait_peer_role node0 node2 Secondary
 info "without allow-two-primaries a second Primary is refused"
 
 # With it: the nodes restarted with the key.
@@ -80,14 +66,14 @@ sed -i 's/^protocol: C/&\nallow-two-primaries: true/' "$CONFIG"
 start_three
 
 promote node0
-wait_role node2 node0 Primary
+wait_peer_role node2 node0 Primary
 promote node2
 wait_for node2 '.role == "Primary" and .writes_through == "node0"' 15
-wait_role node0 node2 Primary
+wait_peer_role node0 node2 Primary
 wait_for node1 '[.peers[] | .role == "Primary"] | all' 15
 "$REPLCTL" -s "$(sock node2)" status | grep -q "writes: through node0" ||
     fail "replctl status of node2 does not say where its writes go"
-refused node1 "two peers are Primary already"
+promote_refused node1 "two peers are Primary already"
 wait_log node2 "writes go through node0" 5
 info "node2 Primary beside node0, writing through it; node1 refused as a third"
 demote node2
@@ -99,8 +85,8 @@ crossed=0
 for (( r = 1; r <= ROUNDS; r++ )); do
     if [ $r = 3 ]; then
         demote node0            # from now on both are auto-promoted
-        wait_role node2 node0 Secondary
-        wait_role node1 node0 Secondary
+        wait_peer_role node2 node0 Secondary
+        wait_peer_role node1 node0 Secondary
     fi
     twoprim_start $r $ROUND_SECS $BLOCKS "$(uri node0)" "$(uri node2)"
     twoprim_wait $r $ROUND_SECS
