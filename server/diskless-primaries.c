@@ -96,7 +96,7 @@ dl_via_mask_locked (const struct repl_node *node)
   if (!node->n_diskless || node->n_role != REPL_ROLE_PRIMARY)
     return 0;
   if (node->n_dl_deciding)
-    return bit_of (node->n_self->nc_id);
+    return bit_of (node->n_self->nc_id);     /* dl_via_deciding */
   return node->n_dl_via >= 0 ? bit_of (node->n_dl_via) : 0;
 }
 
@@ -261,16 +261,23 @@ dl_beside_writer (struct conn *c)
 
 /* ---- a diskless node promoting, and its peers' answers ------------ */
 
-/* Diskless peer c says (STATE, or HELLO_STATE with hello) that it is
- * promoting: answer ROUTED with what we are (see above), noting it
- * among our candidates if we decide too. */
+/* Peer c said (STATE, or HELLO_STATE with hello) its role and via
+ * mask.  A diskless node promoting, to us a diskless node: answer
+ * ROUTED with what we are (see above), noting it among our candidates
+ * if we decide too. */
 void
-dl_answer_promoting (struct conn *c, bool hello)
+dl_answer_promoting (struct conn *c, uint32_t role, uint32_t via,
+                     bool hello)
 {
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   uint16_t flags = 0;
   uint64_t count;
+
+  if (!node->n_diskless || !c->c_peer_diskless ||
+      !node->n_cfg.cf_two_primaries || role != REPL_ROLE_PRIMARY ||
+      !dl_via_deciding (via, p->pr_cfg->nc_id))
+    return;
 
   pthread_mutex_lock (&node->n_lock);
   if (node->n_role == REPL_ROLE_PRIMARY) {

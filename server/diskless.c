@@ -699,7 +699,8 @@ writer_deciding (struct peer *w)
   struct conn *c = peer_conn_locked (w);
 
   return c != NULL && !c->c_failed && c->c_role == REPL_ROLE_PRIMARY &&
-         c->c_peer_diskless && c->c_dl_via == id_bit (w);
+         c->c_peer_diskless &&
+         dl_via_deciding (c->c_dl_via, w->pr_cfg->nc_id);
 }
 
 /* Two diskless Primaries (diskless-primaries.c), with no storage

@@ -184,6 +184,13 @@ extern int tp_handle_routed (struct conn *c, const struct repl_hdr *h);
 extern bool tp_beside_storage_primary (struct conn *c);
 
 /* diskless-primaries.c */
+/* Does a diskless Primary's via mask (STATE count) say that node id is
+ * still deciding whom it writes through (wire.h)? */
+static inline bool
+dl_via_deciding (uint32_t via, unsigned id)
+{
+  return via == UINT32_C (1) << id;
+}
 extern bool dl_decides (struct repl_node *node);
 extern uint32_t dl_via_mask_locked (const struct repl_node *node);
 extern int dl_check_via (struct repl_node *node, struct conn *c,
@@ -194,7 +201,8 @@ extern void dl_note_writer_locked (struct repl_node *node,
 extern uint32_t dl_follows_for_locked (const struct repl_node *node,
                                        const struct peer *p);
 extern bool dl_beside_writer (struct conn *c);
-extern void dl_answer_promoting (struct conn *c, bool hello);
+extern void dl_answer_promoting (struct conn *c, uint32_t role, uint32_t via,
+                                 bool hello);
 extern int dl_handle_routed (struct conn *c, const struct repl_hdr *h);
 extern int dl_take_routes (struct repl_node *node, char *err, size_t errlen);
 extern void dl_start_deciding_locked (struct repl_node *node);

@@ -297,7 +297,7 @@ send_hello_state (struct conn *c)
   if (node->n_diskless && node->n_cfg.cf_two_primaries) {
     hello.routed = via;
     if (p->pr_cfg->nc_diskless &&
-        via == UINT32_C (1) << node->n_self->nc_id)
+        dl_via_deciding (via, node->n_self->nc_id))
       c->c_tp_primary_states = 1;
   }
   /* A storage Primary beside diskless nodes names those that write
@@ -755,11 +755,7 @@ peer_thread (void *arg)
      * primaries, diskless.c), once its generation is known; a diskless
      * peer promoting asks what we are, and a diskless writer may be
      * back (diskless-primaries.c). */
-    if (node->n_diskless && c->c_peer_diskless &&
-        node->n_cfg.cf_two_primaries &&
-        c->c_hello.role == REPL_ROLE_PRIMARY &&
-        c->c_hello.routed == UINT32_C (1) << p->pr_cfg->nc_id)
-      dl_answer_promoting (c, true);
+    dl_answer_promoting (c, c->c_hello.role, c->c_hello.routed, true);
     if (node->n_diskless)
       diskless_route_update (node, c->c_hello.role == REPL_ROLE_PRIMARY &&
                                    !c->c_peer_diskless ? c : NULL);

@@ -512,7 +512,7 @@ role_tell_state (struct peer *p)
   if (node->n_diskless && node->n_cfg.cf_two_primaries) {
     routed = via;
     ts.ts_primary_to_diskless = p->pr_cfg->nc_diskless &&
-                                via == UINT32_C (1) << node->n_self->nc_id;
+                                dl_via_deciding (via, node->n_self->nc_id);
   }
   worker_state_delay (p, role, disk);
   out_msg_init (&om, REPL_MSG_STATE, flags, routed, disk, role, NULL, 0);
@@ -920,10 +920,7 @@ role_handle_state (struct conn *c, const struct repl_hdr *h)
             role_name (h->offset), disk_state_name (h->seq));
   /* A diskless peer promoting asks us what we are (diskless-
    * primaries.c). */
-  if (node->n_diskless && c->c_peer_diskless &&
-      node->n_cfg.cf_two_primaries && h->offset == REPL_ROLE_PRIMARY &&
-      h->count == UINT32_C (1) << p->pr_cfg->nc_id)
-    dl_answer_promoting (c, false);
+  dl_answer_promoting (c, h->offset, h->count, false);
   /* A new Primary's UUIDs came before its role (role_changed), when we
    * did not follow them yet: an in-sync secondary follows it into its
    * generation now. */
