@@ -110,7 +110,10 @@ enum repl_msg_type {
   REPL_MSG_OUT_OF_SYNC = 21,  /* sequenced; the count bytes at offset may
                                  be missing on the node ids of the payload
                                  (8 bytes, a bit mask): a write to them
-                                 failed in flight */
+                                 failed in flight; or, from a storage
+                                 node right after a write it forwarded,
+                                 the away nodes it could not forward
+                                 the write to (it marked them) */
   REPL_MSG_READ_REQ = 22,     /* sequenced; read count bytes at offset */
   REPL_MSG_READ_REPLY = 23,   /* unsequenced; seq, offset, count of the
                                  request; payload: the data (length ==

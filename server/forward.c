@@ -90,13 +90,24 @@ resync_through_fence_locked (struct peer *q, const char *why)
  * (the sync fence, at the decision of sync_on_connect).  q may be one
  * again already (its link to the primary came back while we were still
  * connected to it); a resync started from here would race the primary's
- * writes to it. */
+ * writes to it.  While we are being resynced ourselves (the writes came
+ * from our sync source), only once that ends: q decides again then
+ * (sync_release_source), with us UpToDate. */
 static void
-mark_for (struct peer *q, uint64_t offset, uint64_t count)
+mark_for (struct peer *q, uint64_t offset, uint64_t count, const char *why)
 {
+  struct repl_node *node = q->pr_node;
+  bool uptodate;
+
+  pthread_mutex_lock (&node->n_lock);
+  uptodate = node->n_disk == REPL_DISK_UPTODATE;
+  pthread_mutex_unlock (&node->n_lock);
   pthread_mutex_lock (&q->pr_lock);
   bitmap_set_range (&q->pr_bitmap, offset, count);
-  resync_through_fence_locked (q, "chunks marked out of sync for it");
+  if (uptodate)
+    resync_through_fence_locked (q, why);
+  else if (q->pr_state == CONN_CONNECTED)
+    q->pr_resync_deferred = true;
   pthread_mutex_unlock (&q->pr_lock);
 }
 
@@ -401,29 +412,32 @@ forward_handle_away (struct conn *c, const struct repl_hdr *h,
 }
 
 /* Before applying message h from p: queue it to every connected away
- * node, mark it for the others.  Returns how many were queued, to[i]
- * (a reference) the connection msgs[i] went on; the caller waits for
- * them (forward_wait), then msgs may go. */
-int
+ * node, mark it for the others.  A node that got it hears which ones we
+ * marked (OUT_OF_SYNC after it, on the same connection): it marks them
+ * too, for it may be connected to one of them, which would then lack
+ * the write in the generation it shares with that node, and only our
+ * bitmap would say so (lost with us if we never return).  fc gets the
+ * copies queued (held connections); the caller waits for them
+ * (forward_wait), then fc may go. */
+void
 forward_submit (struct conn *c, const struct repl_hdr *h,
                 const uint8_t *payload, struct waiter *w,
-                struct out_msg msgs[REPL_MAX_NODES],
-                struct conn *to[REPL_MAX_NODES])
+                struct forward_copies *fc)
 {
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
-  uint32_t mask;
-  size_t i;
-  int n = 0;
+  bool data = h->type != REPL_MSG_FLUSH;
+  uint32_t mask, marked = 0;
+  int i, n;
 
   pthread_mutex_lock (&p->pr_lock);
   mask = c->c_away_mask;
   pthread_mutex_unlock (&p->pr_lock);
+  fc->fc_n = 0;
   if (mask == 0)
-    return 0;
-  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    return;
+  for (i = 0; i < (int) PEERS (node)->pl_n; i++) {
     struct peer *q = PEERS (node)->pl_peers[i];
-    bool data = h->type != REPL_MSG_FLUSH;
     struct conn *qc;
 
     if (q == p || q->pr_cfg->nc_diskless || !in_mask (mask, q))
@@ -438,22 +452,38 @@ forward_submit (struct conn *c, const struct repl_hdr *h,
         peer_submit_locked (q, h->type, h->flags & (REPL_FLAG_FUA |
                                                     REPL_FLAG_MAY_TRIM),
                             payload, data ? h->count : 0,
-                            data ? h->offset : 0, w, false, &msgs[n],
-                            NULL) == 1)
-      to[n++] = qc;
+                            data ? h->offset : 0, w, false,
+                            &fc->fc_msgs[fc->fc_n], NULL) == 1)
+      fc->fc_to[fc->fc_n++] = qc;
     else {
       if (qc != NULL)
         conn_put (qc);
-      if (data)
+      if (data) {
         bitmap_set_range (&q->pr_bitmap, h->offset, h->count);
+        marked |= UINT32_C (1) << q->pr_cfg->nc_id;
+      }
     }
     pthread_mutex_unlock (&q->pr_lock);
   }
-  return n;
+  if (marked == 0)
+    return;
+  put_be64 (fc->fc_marked, marked);
+  for (i = 0, n = fc->fc_n; i < n; i++) {
+    struct conn *qc = fc->fc_to[i];
+    struct peer *q = qc->c_peer;
+
+    pthread_mutex_lock (&q->pr_lock);
+    if (!qc->c_failed && peer_conn_locked (q) == qc &&
+        peer_submit_locked (q, REPL_MSG_OUT_OF_SYNC, 0, fc->fc_marked,
+                            h->count, h->offset, w, false,
+                            &fc->fc_msgs[fc->fc_n], NULL) == 1)
+      fc->fc_to[fc->fc_n++] = conn_get (qc);
+    pthread_mutex_unlock (&q->pr_lock);
+  }
 }
 
-/* Wait for the n forwarded copies (forward_submit) of a write that came
- * at received_ns to be acknowledged.  A node that has not answered by
+/* Wait for the copies of a message that came at received_ns
+ * (forward_submit) to be acknowledged.  A node that has not answered by
  * half of net: timeout after that is given up (its connection fails;
  * its window marks the write for it, and the resync brings it), so that
  * we answer the diskless Primary before its own timeout gives us up: a
@@ -463,20 +493,21 @@ forward_submit (struct conn *c, const struct repl_hdr *h,
  * writes that came with it waited here for the ones before.  Drops the
  * references. */
 void
-forward_wait (struct repl_node *node, struct waiter *w, struct conn **to,
-              const struct out_msg *msgs, int n, uint64_t offset,
+forward_wait (struct repl_node *node, struct waiter *w,
+              struct forward_copies *fc, uint64_t offset,
               uint64_t received_ns)
 {
   uint64_t half = node->n_cfg.cf_timeout_ms * UINT64_C (500000);
   int i;
 
   if (!waiter_wait_until (w, received_ns + half)) {
-    for (i = 0; i < n; i++) {
-      struct peer *q = to[i]->c_peer;
+    for (i = 0; i < fc->fc_n; i++) {
+      struct conn *qc = fc->fc_to[i];
+      struct peer *q = qc->c_peer;
       ACQUIRE_LOCK_FOR_CURRENT_SCOPE (&q->pr_lock);
 
-      if (to[i]->c_acked_seq < msgs[i].om_seq)
-        conn_fail_locked (to[i], "a write forwarded for the diskless "
+      if (qc->c_acked_seq < fc->fc_msgs[i].om_seq)
+        conn_fail_locked (qc, "a write forwarded for the diskless "
                           "Primary (offset %" PRIu64 ") not acknowledged "
                           "%.1f s after it came (half of timeout); giving "
                           "this node up, so that the Primary is answered "
@@ -485,32 +516,46 @@ forward_wait (struct repl_node *node, struct waiter *w, struct conn **to,
     }
     waiter_wait (w);
   }
-  for (i = 0; i < n; i++)
-    conn_put (to[i]);
+  for (i = 0; i < fc->fc_n; i++)
+    conn_put (fc->fc_to[i]);
 }
 
+/* OUT_OF_SYNC: from our diskless primary, the nodes a write to which
+ * failed in flight; from a storage node that forwarded us its write
+ * (forward_submit, just before), the nodes it marked the write for.
+ * We mark it for them too, and resync those connected to us: they
+ * share our generation and lack the write. */
 int
-forward_handle_out_of_sync (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
+forward_handle_out_of_sync (struct conn *c, const struct repl_hdr *h,
+                            const uint8_t *payload)
 {
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   uint64_t mask = get_be64 (payload);
   size_t i;
 
-  if (!c->c_peer_diskless || mask > UINT32_MAX) {
-    conn_fail (c, "protocol error: OUT_OF_SYNC for nodes 0x%" PRIx64
-               " from %s", mask, c->c_peer_diskless ? "our primary"
-               : "a peer that is not a diskless primary");
+  if (mask > UINT32_MAX) {
+    conn_fail (c, "protocol error: OUT_OF_SYNC for nodes 0x%" PRIx64,
+               mask);
     return -1;
   }
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *q = PEERS (node)->pl_peers[i];
 
-    if (q != p && !q->pr_cfg->nc_diskless && in_mask (mask, q)) {
-      log_info ("peer %s: %" PRIu32 " bytes at offset %" PRIu64 " were in "
-                "flight to it when the primary lost it: marked out of sync",
-                q->pr_cfg->nc_name, h->count, h->offset);
-      mark_for (q, h->offset, h->count);
+    if (q == p || q->pr_cfg->nc_diskless || !in_mask (mask, q))
+      continue;
+    if (c->c_peer_diskless) {
+      log_info ("peer %s: %" PRIu32 " bytes at offset %" PRIu64 " were "
+                "in flight to it when the primary lost it: marked out of "
+                "sync", q->pr_cfg->nc_name, h->count, h->offset);
+      mark_for (q, h->offset, h->count, "chunks marked out of sync for it");
+    }
+    else {
+      char why[128];
+
+      snprintf (why, sizeof why, "writes that %s forwarded to this node "
+                "did not reach it", p->pr_cfg->nc_name);
+      mark_for (q, h->offset, h->count, why);
     }
   }
   return 0;

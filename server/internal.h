@@ -536,9 +536,10 @@ struct peer {
                                    start) */
   bool pr_split_brain;          /* the last connect attempt found split
                                    brain (the handler ran once for it) */
-  bool pr_resync_deferred;      /* we are its sync target, but another
-                                   peer resyncs us first: decide again
-                                   once that ends (peer-sync.c) */
+  bool pr_resync_deferred;      /* we are its sync target, or it lacks
+                                   chunks we marked (forward.c), but
+                                   another peer resyncs us first: decide
+                                   again once that ends (peer-sync.c) */
   uint64_t pr_bitmap_rx_bytes;  /* WFBitMapS: bytes of its bitmap so far */
   bool pr_pause_user;           /* replctl pause-sync here: the resync
                                    with the peer waits (PausedSyncS/T) */
@@ -866,13 +867,22 @@ extern int forward_handle_away (struct conn *c, const struct repl_hdr *h,
 extern int forward_handle_out_of_sync (struct conn *c, const struct repl_hdr *h,
                                        const uint8_t *payload);
 extern int forward_handle_read (struct conn *c, const struct repl_hdr *h);
+/* The copies of one message that a storage node forwards for a
+ * diskless primary (forward_submit): each connected away node gets the
+ * message, and an OUT_OF_SYNC naming the away nodes that we could not
+ * reach (fc_marked) if there are any, so that it marks them too. */
+struct forward_copies {
+  struct out_msg fc_msgs[2 * REPL_MAX_NODES];
+  struct conn *fc_to[2 * REPL_MAX_NODES]; /* fc_msgs[i] went on it (held) */
+  int fc_n;
+  uint8_t fc_marked[8];         /* OUT_OF_SYNC's payload: a node id mask */
+};
 extern void forward_wait (struct repl_node *node, struct waiter *w,
-                          struct conn **to, const struct out_msg *msgs,
-                          int n, uint64_t offset, uint64_t received_ns);
-extern int forward_submit (struct conn *c, const struct repl_hdr *h,
-                           const uint8_t *payload, struct waiter *w,
-                           struct out_msg msgs[REPL_MAX_NODES],
-                           struct conn *to[REPL_MAX_NODES]);
+                          struct forward_copies *fc, uint64_t offset,
+                          uint64_t received_ns);
+extern void forward_submit (struct conn *c, const struct repl_hdr *h,
+                            const uint8_t *payload, struct waiter *w,
+                            struct forward_copies *fc);
 extern bool forward_may_feed_us (struct conn *c);
 extern int forward_fence (struct conn *c);
 extern void forward_mark_unreached (struct conn *c, uint64_t offset,

@@ -160,9 +160,7 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
   const uint8_t *payload = m->m_payload;
   struct repl_node *node = p->pr_node;
   struct volume *vol = &node->n_vol;
-  struct out_msg fwd_msgs[REPL_MAX_NODES];
-  struct conn *fwd_to[REPL_MAX_NODES];
-  int nfwd = 0;
+  struct forward_copies fwd_copies;   /* filled only when forwarding */
   struct ilock_range range;
   struct tp_apply ta;
   struct waiter fwd;
@@ -239,16 +237,16 @@ secondary_apply_io (struct conn *c, const struct rx_msg *m)
   if (forwarding) {
     /* Only what our own disk took goes on (a failure is NACKed). */
     waiter_init (&fwd, 0);
+    fwd_copies.fc_n = 0;
     if (r == 0)
-      nfwd = forward_submit (c, h, payload, &fwd, fwd_msgs, fwd_to);
+      forward_submit (c, h, payload, &fwd, &fwd_copies);
     if (hold)
       ilock_release (&node->n_ilock, &range);
     /* Acknowledged by where it went, within half of timeout.  Meanwhile
      * nobody reads this one (the primary's pings too): its ping-timeout
      * counts again from the end of the wait. */
     atomic_store (&c->c_rx_forwarding, true);
-    forward_wait (node, &fwd, fwd_to, fwd_msgs, nfwd, h->offset,
-                  m->m_rx->rx_recv_ns);
+    forward_wait (node, &fwd, &fwd_copies, h->offset, m->m_rx->rx_recv_ns);
     c->c_last_recv_ns = now_ns ();
     atomic_store (&c->c_rx_forwarding, false);
     waiter_destroy (&fwd);
@@ -479,8 +477,8 @@ secondary_apply_resync_done (struct conn *c, const struct rx_msg *m)
  * storage peer, Primary or not, as DRBD 9: the connection's replication
  * state and the decision taken at connect say whether it is expected
  * (check_state in peer-receive.c, secondary_apply_resync_start).  Writes from our primary, or forwarded by a
- * storage node for a diskless one (forward_may_feed_us); reads and
- * OUT_OF_SYNC only from a diskless primary. */
+ * storage node for a diskless one (forward_may_feed_us), and
+ * OUT_OF_SYNC with them; reads only from a diskless primary. */
 static bool
 may_feed_us (struct conn *c, unsigned type)
 {
@@ -502,8 +500,9 @@ may_feed_us (struct conn *c, unsigned type)
            c->c_role == REPL_ROLE_PRIMARY &&
            (node_role (node) != REPL_ROLE_PRIMARY ||
             node->n_cfg.cf_two_primaries);
-  case REPL_MSG_OUT_OF_SYNC:
-    return c->c_peer_diskless && forward_may_feed_us (c);
+  case REPL_MSG_OUT_OF_SYNC:   /* from a diskless primary, or with
+                                   the write forwarded for one */
+    return forward_may_feed_us (c);
   case REPL_MSG_RESIZE:         /* from the Primary, or an UpToDate node
                                    when there is none (resize.c checks) */
     return node_role (node) != REPL_ROLE_PRIMARY && !node->n_diskless &&
