@@ -92,11 +92,15 @@ resync_through_fence_locked (struct peer *q, const char *why)
  * connected to it); a resync started from here would race the primary's
  * writes to it.  While we are being resynced ourselves (the writes came
  * from our sync source), only once that ends: q decides again then
- * (sync_release_source), with us UpToDate. */
+ * (sync_release_source), with us UpToDate.  Under the interval lock of
+ * the range (the caller's): a pass of ours resyncing q reads and
+ * queues a chunk under it, so the chunk is either in q's window now or
+ * read after the write. */
 static void
 mark_for (struct peer *q, uint64_t offset, uint64_t count, const char *why)
 {
   struct repl_node *node = q->pr_node;
+  struct conn *c;
   bool uptodate;
 
   pthread_mutex_lock (&node->n_lock);
@@ -104,9 +108,15 @@ mark_for (struct peer *q, uint64_t offset, uint64_t count, const char *why)
   pthread_mutex_unlock (&node->n_lock);
   pthread_mutex_lock (&q->pr_lock);
   bitmap_set_range (&q->pr_bitmap, offset, count);
-  if (uptodate)
+  c = q->pr_state == CONN_CONNECTED ? peer_conn_locked (q) : NULL;
+  if (c != NULL && window_holds_resync_locked (c, offset, count))
+    /* Our pass read the range before the write: its ACK would clear
+     * the mark.  A failed connection's ACKs clear nothing. */
+    peer_fail_current_locked (q, "%s, over resync data in flight to it: "
+                              "reconnecting to resync it", why);
+  else if (uptodate)
     resync_through_fence_locked (q, why);
-  else if (q->pr_state == CONN_CONNECTED)
+  else if (c != NULL)
     q->pr_resync_deferred = true;
   pthread_mutex_unlock (&q->pr_lock);
 }
@@ -532,6 +542,7 @@ forward_handle_out_of_sync (struct conn *c, const struct repl_hdr *h,
   struct peer *p = c->c_peer;
   struct repl_node *node = p->pr_node;
   uint64_t mask = get_be64 (payload);
+  struct ilock_range range;
   size_t i;
 
   if (mask > UINT32_MAX) {
@@ -539,6 +550,13 @@ forward_handle_out_of_sync (struct conn *c, const struct repl_hdr *h,
                mask);
     return -1;
   }
+  if (h->count == 0)
+    return 0;
+  /* (From our diskless primary a write that failed in flight, older
+   * than any pass we run now; and beside a storage Primary its writes
+   * hold ranges while they wait for the peers: no lock then.) */
+  if (!c->c_peer_diskless)
+    ilock_acquire (&node->n_ilock, &range, h->offset, h->count);
   for (i = 0; i < PEERS (node)->pl_n; i++) {
     struct peer *q = PEERS (node)->pl_peers[i];
 
@@ -558,6 +576,8 @@ forward_handle_out_of_sync (struct conn *c, const struct repl_hdr *h,
       mark_for (q, h->offset, h->count, why);
     }
   }
+  if (!c->c_peer_diskless)
+    ilock_release (&node->n_ilock, &range);
   return 0;
 }
 

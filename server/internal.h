@@ -704,6 +704,8 @@ extern int conn_send_wait_if (struct conn *c, struct out_msg *om,
 /* peer-window.c */
 extern struct inflight *window_push_locked (struct conn *c, uint64_t seq);
 extern struct inflight *window_find_locked (struct conn *c, uint64_t seq);
+extern bool window_holds_resync_locked (struct conn *c, uint64_t offset,
+                                        uint64_t count);
 extern int window_ack_locked (struct conn *c, uint64_t seq,
                               bool nack, bool received,
                               struct waiter **done, size_t *ndone);

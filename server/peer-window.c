@@ -47,6 +47,25 @@ window_push_locked (struct conn *c, uint64_t seq)
   return f;
 }
 
+/* Is resync data overlapping [offset, offset + count) in the window?
+ * Its ACK will clear the range's bits, also those set after it was
+ * read: a mark for data newer than it must not wait for that ACK. */
+bool
+window_holds_resync_locked (struct conn *c, uint64_t offset, uint64_t count)
+{
+  uint32_t k;
+
+  ASSERT_LOCKED (&c->c_peer->pr_lock);
+  for (k = 0; k < c->c_ring_count; k++) {
+    const struct inflight *f = &c->c_ring[(c->c_ring_head + k) % PEER_WINDOW];
+
+    if (f->if_type == REPL_MSG_RESYNC_DATA &&
+        f->if_offset < offset + count && offset < f->if_offset + f->if_count)
+      return true;
+  }
+  return false;
+}
+
 /* The message with sequence number seq, or NULL if it is not in the
  * window. */
 struct inflight *
