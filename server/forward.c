@@ -531,8 +531,9 @@ forward_wait (struct repl_node *node, struct waiter *w,
 }
 
 /* OUT_OF_SYNC: from our diskless primary, the nodes a write to which
- * failed in flight; from a storage node that forwarded us its write
- * (forward_submit, just before), the nodes it marked the write for.
+ * failed in flight; from a storage node that forwarded us a write
+ * (forward_submit) or resynced us a chunk (resync.c), just before, the
+ * nodes it has marked it for.
  * We mark it for them too, and resync those connected to us: they
  * share our generation and lack the write. */
 int
@@ -550,7 +551,11 @@ forward_handle_out_of_sync (struct conn *c, const struct repl_hdr *h,
                mask);
     return -1;
   }
-  if (h->count == 0)
+  /* From a storage peer, after its write or resync data: it counts
+   * only beside diskless nodes with no storage Primary (a resync
+   * between secondaries would race the Primary's writes). */
+  if (h->count == 0 || node->n_diskless ||
+      (!c->c_peer_diskless && !node_primary_is_diskless_or_none (node)))
     return 0;
   /* (From our diskless primary a write that failed in flight, older
    * than any pass we run now; and beside a storage Primary its writes

@@ -318,18 +318,9 @@ sync_on_connect (struct conn *c, const struct repl_hello *h)
   /* A source is a Primary, or an UpToDate secondary with no Primary
    * (an Outdated one would pass on data it knows to be old). */
   if ((we_primary || (pair && announced_uptodate (c))) &&
-      uuid_decision_is_source (d)) {
-    if (uuid_decision_is_full (d)) {
-      pthread_mutex_lock (&p->pr_lock);
-      bitmap_set_all (&p->pr_bitmap);
-      pthread_mutex_unlock (&p->pr_lock);
-      if (gen_full_sync_start_source (node, p, &c->c_peer_uuids) == -1) {
-        conn_fail (c, "cannot write metadata");
-        return;
-      }
-    }
-    resync = true;
-  }
+      uuid_decision_is_source (d))
+    resync = true;              /* a full one marks everything once the
+                                   peer's bitmap is in (BITMAP_DONE) */
   else if (pair && d == UUID_NO_SYNC) {
     /* Two storage secondaries in the same generation: an UpToDate one
      * sends what was marked (decide_pair_source), from the numbers both
@@ -909,15 +900,13 @@ sync_handle (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
 
   case REPL_MSG_BITMAP_DONE: {
     uint64_t nwords;
-    bool ok;
+    bool ok, full;
 
     pthread_mutex_lock (&p->pr_lock);
     nwords = (p->pr_bitmap.bm_nbits + 63) / 64;
     ok = p->pr_repl == REPL_WF_BITMAP_S &&
          p->pr_bitmap_rx_bytes == nwords * 8 && h->offset == nwords * 8;
-    if (ok)
-      peer_set_repl_locked (p, REPL_SYNC_SOURCE); /* wakes the resync
-                                                     thread */
+    full = uuid_decision_is_full (c->c_decision);
     pthread_mutex_unlock (&p->pr_lock);
     if (!ok) {
       conn_fail (c, "protocol error: BITMAP_DONE after %" PRIu64
@@ -925,6 +914,26 @@ sync_handle (struct conn *c, const struct repl_hdr *h, const uint8_t *payload)
                  nwords * 8);
       return -1;
     }
+    /* A full sync marks everything only now, once the peer has taken us
+     * as its source: it may take another one first (sync_claim_source),
+     * be resynced by it, and come back UpToDate in our generation; the
+     * marks of a full sync it never took would then make us its source
+     * again, of data it may hold newer (forwarded for a diskless
+     * primary, or resynced from a node that holds it). */
+    if (full) {
+      pthread_mutex_lock (&p->pr_lock);
+      bitmap_set_all (&p->pr_bitmap);
+      pthread_mutex_unlock (&p->pr_lock);
+      if (gen_full_sync_start_source (node, p, &c->c_peer_uuids) == -1) {
+        conn_fail (c, "cannot write metadata");
+        return -1;
+      }
+    }
+    pthread_mutex_lock (&p->pr_lock);
+    if (p->pr_repl == REPL_WF_BITMAP_S && !c->c_failed)
+      peer_set_repl_locked (p, REPL_SYNC_SOURCE); /* wakes the resync
+                                                     thread */
+    pthread_mutex_unlock (&p->pr_lock);
     log_info ("peer %s: its bitmap is in", name);
     return 0;
   }

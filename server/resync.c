@@ -29,14 +29,52 @@
 #include <string.h>
 #include <time.h>
 
+#include "byte-order.h"
 #include "internal.h"
 #include "log.h"
 
 struct resync_slot {
   struct waiter rs_waiter;      /* pending while the chunk is in flight */
   struct out_msg rs_msg;
+  struct out_msg rs_marked_msg; /* the OUT_OF_SYNC after it, if any */
+  uint8_t rs_marked[8];         /* its payload (marked_unreached) */
   void *rs_buf;
 };
+
+/* Beside diskless nodes with no storage Primary: the storage nodes
+ * other than target that are not connected to us and that we have
+ * marked in [offset, offset + len) (they lack data we hold).  The
+ * target, taking the chunk, marks them too (an OUT_OF_SYNC after it:
+ * forward.c), for it may be connected to one of them, which would
+ * lack the chunk in the generation the two then share, marked only
+ * here (lost with us if we never return). */
+static uint32_t
+marked_unreached (struct peer *target, uint64_t offset, uint64_t len)
+{
+  struct repl_node *node = target->pr_node;
+  uint32_t mask = 0;
+  size_t i;
+  PEERS_PIN_FOR_CURRENT_SCOPE (node);   /* (a pass's worker thread) */
+
+  if (!node_primary_is_diskless_or_none (node) ||
+      node_role (node) == REPL_ROLE_PRIMARY)
+    return 0;
+  for (i = 0; i < PEERS (node)->pl_n; i++) {
+    struct peer *q = PEERS (node)->pl_peers[i];
+    const struct bitmap *bm = &q->pr_bitmap;
+    int64_t next;
+
+    if (q == target || q->pr_cfg->nc_diskless)
+      continue;
+    pthread_mutex_lock (&q->pr_lock);
+    next = bitmap_next_set (bm, offset >> bm->bm_shift);
+    if (q->pr_state != CONN_CONNECTED && next >= 0 &&
+        (uint64_t) next <= (offset + len - 1) >> bm->bm_shift)
+      mask |= UINT32_C (1) << q->pr_cfg->nc_id;
+    pthread_mutex_unlock (&q->pr_lock);
+  }
+  return mask;
+}
 
 /* Send a control message and wait until the peer acknowledges it (or
  * the connection fails).  Returns 0 if acknowledged on this connection. */
@@ -264,6 +302,7 @@ resync_worker (struct resync_pass *rp, unsigned first, unsigned step)
     const unsigned slot = i;
     struct ilock_range range;
     uint64_t offset, len;
+    uint32_t marked;
     bool compare, more, zeroes = false;
 
     i = (i + step) % RESYNC_SLOTS;
@@ -276,6 +315,7 @@ resync_worker (struct resync_pass *rp, unsigned first, unsigned step)
       break;
 
     ilock_acquire (&node->n_ilock, &range, offset, len);
+    marked = compare ? 0 : marked_unreached (p, offset, len);
     if (volume_pread (&node->n_vol, s->rs_buf, len, offset) == -1) {
       ilock_release (&node->n_ilock, &range);
       conn_fail (rp->rp_conn, "resync stopped: cannot read our own disk");
@@ -306,10 +346,15 @@ resync_worker (struct resync_pass *rp, unsigned first, unsigned step)
     if (compare)
       verify_csum_submit_locked (p, slot, len, offset, &s->rs_waiter,
                                  &s->rs_msg);
-    else
-      peer_submit_locked (p, REPL_MSG_RESYNC_DATA,
-                          zeroes ? REPL_FLAG_ZEROES : 0, s->rs_buf, len,
-                          offset, &s->rs_waiter, false, &s->rs_msg, NULL);
+    else if (peer_submit_locked (p, REPL_MSG_RESYNC_DATA,
+                                 zeroes ? REPL_FLAG_ZEROES : 0, s->rs_buf,
+                                 len, offset, &s->rs_waiter, false,
+                                 &s->rs_msg, NULL) == 1 && marked != 0) {
+      put_be64 (s->rs_marked, marked);
+      peer_submit_locked (p, REPL_MSG_OUT_OF_SYNC, 0, s->rs_marked, len,
+                          offset, &s->rs_waiter, false, &s->rs_marked_msg,
+                          NULL);
+    }
     pthread_mutex_unlock (&p->pr_lock);
     ilock_release (&node->n_ilock, &range);
   }

@@ -477,8 +477,9 @@ secondary_apply_resync_done (struct conn *c, const struct rx_msg *m)
  * storage peer, Primary or not, as DRBD 9: the connection's replication
  * state and the decision taken at connect say whether it is expected
  * (check_state in peer-receive.c, secondary_apply_resync_start).  Writes from our primary, or forwarded by a
- * storage node for a diskless one (forward_may_feed_us), and
- * OUT_OF_SYNC with them; reads only from a diskless primary. */
+ * storage node for a diskless one (forward_may_feed_us); OUT_OF_SYNC
+ * from a diskless primary, or from a storage peer after its data;
+ * reads only from a diskless primary. */
 static bool
 may_feed_us (struct conn *c, unsigned type)
 {
@@ -500,9 +501,11 @@ may_feed_us (struct conn *c, unsigned type)
            c->c_role == REPL_ROLE_PRIMARY &&
            (node_role (node) != REPL_ROLE_PRIMARY ||
             node->n_cfg.cf_two_primaries);
-  case REPL_MSG_OUT_OF_SYNC:   /* from a diskless primary, or with
-                                   the write forwarded for one */
-    return forward_may_feed_us (c);
+  case REPL_MSG_OUT_OF_SYNC:   /* from a diskless primary, or after a
+                                   write or resync data from a storage
+                                   node (forward.c says when it counts) */
+    return c->c_peer_diskless ? forward_may_feed_us (c)
+                              : node_role (node) != REPL_ROLE_PRIMARY;
   case REPL_MSG_RESIZE:         /* from the Primary, or an UpToDate node
                                    when there is none (resize.c checks) */
     return node_role (node) != REPL_ROLE_PRIMARY && !node->n_diskless &&

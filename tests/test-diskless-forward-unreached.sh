@@ -17,9 +17,14 @@
 # Now F tells R which nodes it marked (OUT_OF_SYNC after the forwarded
 # write), R marks them too and resyncs T at once.
 #
+# Then the same with R frozen while D writes again: F marks the writes
+# for R and T, and resyncs R, with an OUT_OF_SYNC after each chunk
+# naming T.
+#
 # Checked: every write answered; T resynced by R while F is still up
-# (in sync with R, holding what D wrote); after F is gone and D is back
-# with R and T, both in sync and identical, every block holding B.
+# (in sync with R, holding what D wrote), both times; after F is gone
+# and D is back with R and T, both in sync and identical, every block
+# holding the last write.
 source "$(dirname "$0")/functions.sh"
 requires ip -V
 requires jq --version
@@ -28,7 +33,14 @@ ns_nodes 10.92.0 node0 node1 node2 node3
 F=node0 R=node1 T=node2 D=node3
 BLOCKS=32
 
-ns_config -d $D $F $R $T $D
+# FORWARD_UNREACHED_IDS=reverse: F has the highest storage id, T the
+# lowest (the order of the ids decides which of two sync sources goes
+# first).
+if [ "${FORWARD_UNREACHED_IDS:-}" = reverse ]; then
+    ns_config -d $D $T $R $F $D
+else
+    ns_config -d $D $F $R $T $D
+fi
 sed -i 's|^quorum: majority|quorum: off|' "$CONFIG"
 for n in $F $R $T $D; do start_ns $n; done
 connected () {                  # connected PEER...: a jq test
@@ -95,6 +107,24 @@ cmp -s "$tmpdir/B" <(head -c $((BLOCKS * 4096)) "$tmpdir/$T.img") ||
     fail "$T reports in sync with $R without the writes $F forwarded to $R"
 info "ok: $R resynced $T while $F is up"
 
+# The same by resync: R frozen while D writes C, so that F gives R up
+# and marks C for it too; thawed, R is resynced by F, which tells it
+# what it marked for T (an OUT_OF_SYNC after each chunk), and R
+# resyncs T.
+kill -STOP "${NPID[$R]}"
+write_blocks C || fail "writing C with $R frozen failed: $(grep -E 'failed|refus' "$tmpdir/$D.log" | tail -n 2)"
+wait_st $F '[.peers[] | select(.name == "'$R'") | .out_of_sync_bytes > 0] | length == 1 and all' 10
+kill -CONT "${NPID[$R]}"
+wait_st $F "$(in_sync $R)" 60
+wait_st $R "$(in_sync $T)" 60
+wait_st $T "$(in_sync $R)" 60
+head -c $((BLOCKS * 4096)) /dev/zero | tr '\0' C > "$tmpdir/C"
+cmp -s "$tmpdir/C" <(head -c $((BLOCKS * 4096)) "$tmpdir/$R.img") ||
+    fail "$R reports in sync with $F without C"
+cmp -s "$tmpdir/C" <(head -c $((BLOCKS * 4096)) "$tmpdir/$T.img") ||
+    fail "$T reports in sync with $R without C, which $F resynced to $R"
+info "ok: $F resynced C to $R, $R resynced it to $T"
+
 # F never returns.  D gets R and T back.
 kill9_ns $F
 mend $D $R; mend $D $T
@@ -105,6 +135,6 @@ info "settled: $(grep -hE "resync (started|finished)|generation|marked" "$tmpdir
 
 cmp "$tmpdir/$R.img" "$tmpdir/$T.img" ||
     fail "the disks of $R and $T differ while both report in sync: $(cmp -l "$tmpdir/$R.img" "$tmpdir/$T.img" | awk '{ print int(($1 - 1) / 4096) }' | uniq | wc -l) blocks"
-cmp -s "$tmpdir/B" <(head -c $((BLOCKS * 4096)) "$tmpdir/$T.img") ||
-    fail "acknowledged writes lost: the disks do not hold B"
-info "ok: the $BLOCKS answered writes of B are on $R and $T, identical"
+cmp -s "$tmpdir/C" <(head -c $((BLOCKS * 4096)) "$tmpdir/$T.img") ||
+    fail "acknowledged writes lost: the disks do not hold C"
+info "ok: the $BLOCKS answered writes of C are on $R and $T, identical"
