@@ -19,7 +19,17 @@
 #
 # Then the same with R frozen while D writes again: F marks the writes
 # for R and T, and resyncs R, with an OUT_OF_SYNC after each chunk
-# naming T.
+# naming T.  (Before, T could also have decided a full sync of R while
+# R was Inconsistent, marked all of it, lost to F as R's source, and,
+# R back UpToDate in T's generation, become its source by those marks:
+# T's copy without the writes replaced R's.  A full sync now marks only
+# once the target has taken its source.)
+#
+# FORWARD_UNREACHED_IDS=reverse gives F the highest storage id and T
+# the lowest.  It is not in make check: at the cut, R, which lost D,
+# may resync F (lower id) with D's fence granted just before D gives R
+# up, and D, left with an Inconsistent F, fails the writes (no write is
+# lost; with quorum: majority D would have no quorum there anyway).
 #
 # Checked: every write answered; T resynced by R while F is still up
 # (in sync with R, holding what D wrote), both times; after F is gone
@@ -33,9 +43,6 @@ ns_nodes 10.92.0 node0 node1 node2 node3
 F=node0 R=node1 T=node2 D=node3
 BLOCKS=32
 
-# FORWARD_UNREACHED_IDS=reverse: F has the highest storage id, T the
-# lowest (the order of the ids decides which of two sync sources goes
-# first).
 if [ "${FORWARD_UNREACHED_IDS:-}" = reverse ]; then
     ns_config -d $D $T $R $F $D
 else
