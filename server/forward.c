@@ -92,10 +92,11 @@ resync_through_fence_locked (struct peer *q, const char *why)
  * connected to it); a resync started from here would race the primary's
  * writes to it.  While we are being resynced ourselves (the writes came
  * from our sync source), only once that ends: q decides again then
- * (sync_release_source), with us UpToDate.  Under the interval lock of
- * the range (the caller's): a pass of ours resyncing q reads and
- * queues a chunk under it, so the chunk is either in q's window now or
- * read after the write. */
+ * (sync_release_source), with us UpToDate.  A storage peer's
+ * OUT_OF_SYNC marks under the interval lock of the range: a pass of
+ * ours resyncing q reads and queues a chunk under it, so the chunk is
+ * either in q's window now (its ACK would clear the mark: q reconnects)
+ * or read after the write. */
 static void
 mark_for (struct peer *q, uint64_t offset, uint64_t count, const char *why)
 {
