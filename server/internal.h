@@ -363,6 +363,8 @@ struct conn {
   uint64_t c_ring_bytes;        /* the wire bytes of the ring's messages:
                                    more than the socket holds of them */
   uint64_t c_acked_seq;         /* the peer has applied every seq <= this */
+  uint64_t c_acked_ns;          /* when the last ACK that retired messages
+                                   came (c_last_recv_ns then) */
   uint64_t c_received_seq;      /* ... received (protocol B) */
 
   /* Who reads (peer-receive.c): normally the receive thread; on the

@@ -10,7 +10,8 @@
  *                      writer completes (a client request's time since
  *                      it was queued goes into the peer's ACK latency
  *                      histogram), resync data leaves the bitmap,
- *                      RESYNC_DONE makes the peer UpToDate;
+ *                      RESYNC_DONE makes the peer UpToDate; the next
+ *                      message's timeout runs from now (c_acked_ns);
  *   ACK seq RECEIVED   (protocol B) every message <= seq has arrived:
  *                      writers of messages that may be acknowledged on
  *                      receipt complete, but the messages stay until
@@ -174,6 +175,8 @@ window_ack_locked (struct conn *c, uint64_t seq, bool nack, bool received,
   if (c->c_ring_count == PEER_WINDOW)
     wake = true;                /* writers wait for room */
   c->c_acked_seq = seq;
+  c->c_acked_ns = atomic_load_explicit (&c->c_last_recv_ns,
+                                        memory_order_relaxed);
   while (c->c_ring_count > 0 &&
          c->c_ring[c->c_ring_head].if_seq <= seq) {
     f = &c->c_ring[c->c_ring_head];

@@ -77,12 +77,22 @@ check_peer (struct repl_node *node, struct peer *p, uint64_t now)
                       (now - last_recv) / 1e9);
     goto out;
   }
+  /* The oldest message unanswered for timeout: since it was sent, or
+   * since the peer last answered one, whichever is later.  A peer
+   * applies its messages in order, so one queued behind others is
+   * expected only once those are answered: a peer that answers
+   * steadily but slowly (a node that forwards our writes one at a time
+   * to its slow resync target) is making progress, not stalled. */
   if (c->c_ring_count > 0) {
     const struct inflight *f = &c->c_ring[c->c_ring_head];
-    if (f->if_time_ns < now && now - f->if_time_ns > cfg->cf_timeout_ms * UINT64_C (1000000)) {
+    uint64_t since = f->if_time_ns > c->c_acked_ns ? f->if_time_ns
+                                                   : c->c_acked_ns;
+
+    if (since < now &&
+        now - since > cfg->cf_timeout_ms * UINT64_C (1000000)) {
       conn_fail_locked (c, "%s at offset %" PRIu64 " not acknowledged "
                         "for %.1f s (timeout)", wire_type_name (f->if_type),
-                        f->if_offset, (now - f->if_time_ns) / 1e9);
+                        f->if_offset, (now - since) / 1e9);
       goto out;
     }
   }
