@@ -360,6 +360,10 @@ static rx_handler *const rx_handlers[REPL_MSG_TYPE_MAX + 1] = {
   /* HELLO, HELLO_STATE, AUTH_*: the handshake's, never here. */
 };
 
+/* A batch of messages still being applied this long after it came, or
+ * after its last progress ACK, sends one (handle_batch). */
+#define PROGRESS_ACK_NS UINT64_C (100000000)
+
 /* Handle the complete messages in buf[0..len); return the bytes used,
  * or -1 if the connection has failed. */
 static ssize_t
@@ -368,7 +372,9 @@ handle_batch (struct conn *c, struct rx *rx,
 {
   struct peer *p = c->c_peer;
   bool proto_b = p->pr_node->n_cfg.cf_protocol == 'B';
-  uint64_t received = 0, nmsgs = 0, nbytes = 0;
+  bool two = p->pr_node->n_cfg.cf_two_primaries;
+  uint64_t received = 0, nmsgs = 0, nbytes = 0, acked = 0;
+  uint64_t acked_ns = rx->rx_recv_ns;
   size_t pos = 0;
   struct repl_hdr h;
   struct rx_msg m;
@@ -445,6 +451,22 @@ handle_batch (struct conn *c, struct rx *rx,
       received = h.seq;
       nmsgs++;
       nbytes += REPL_HDR_SIZE + h.length;
+      /* A batch slow to apply (a slow disk, writes forwarded one at a
+       * time to a slow node): what is applied so far is answered every
+       * PROGRESS_ACK_NS, and the peer counts as heard meanwhile, so
+       * that neither side takes our slowness for the other's silence
+       * (the sender's timeout runs from our last answer, ticker.c). */
+      if (!two) {
+        uint64_t t = now_ns ();
+
+        if (t - acked_ns >= PROGRESS_ACK_NS) {
+          atomic_store_explicit (&c->c_last_recv_ns, t,
+                                 memory_order_relaxed);
+          send_ack (c, REPL_MSG_ACK, received, 0);
+          acked = received;
+          acked_ns = t;
+        }
+      }
       if (have < h.length) {    /* the rest came by splice */
         pos = len;
         break;
@@ -468,9 +490,9 @@ handle_batch (struct conn *c, struct rx *rx,
   }
   /* (Two primaries: ACKed one by one, and a FLUSH here, never waiting
    * for the send.) */
-  if (received > rx->rx_acked && p->pr_node->n_cfg.cf_two_primaries)
+  if (received > rx->rx_acked && two)
     rx_queue_ack (c, rx, received);
-  else if (received > rx->rx_acked)
+  else if (received > rx->rx_acked && received > acked)
     send_ack (c, REPL_MSG_ACK, received, 0);
   return pos;
 }
