@@ -50,13 +50,15 @@ else
 fi
 sed -i 's|^quorum: majority|quorum: off|' "$CONFIG"
 for n in $F $R $T $D; do start_ns $n; done
-connected () {                  # connected PEER...: a jq test
-    local p q=
+each_peer () {                  # each_peer JQ PEER...: JQ true of each
+    local p q= t=$1; shift
     for p in "$@"; do
-        q+="${q:+ and }"'([.peers[] | select(.name == "'$p'") | .connection == "Connected" and .disk == "UpToDate"] | length == 1 and all)'
+        q+="${q:+ and }"'([.peers[] | select(.name == "'$p'") | '"$t"'] | length == 1 and all)'
     done
     echo "$q"
 }
+connected () { each_peer '.connection == "Connected" and .disk == "UpToDate"' "$@"; }
+lost () { each_peer '.connection != "Connected"' "$@"; }
 in_sync () {                    # in_sync PEER: a jq test
     echo '[.peers[] | select(.name == "'$1'") | .connection == "Connected" and .disk == "UpToDate" and .replication == "Established" and .out_of_sync_bytes == 0] | length == 1 and all'
 }
@@ -89,13 +91,6 @@ mend () {                       # mend X Y
     ip -n "$NS-$2" route del blackhole "${addr[$1]}/32"
 }
 cut $D $R; cut $D $T; cut $F $T
-lost () {                       # lost PEER...: a jq test
-    local p q=
-    for p in "$@"; do
-        q+="${q:+ and }"'([.peers[] | select(.name == "'$p'") | .connection != "Connected"] | length == 1 and all)'
-    done
-    echo "$q"
-}
 wait_st $D "$(lost $R $T)" 30
 wait_st $F "$(lost $T)" 30
 wait_st $F "$(in_sync $R)" 30
